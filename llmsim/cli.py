@@ -1,0 +1,139 @@
+"""Command-line interface: thin wrappers that parse, load, call the engine and print.
+
+Heavy modules (pandas, joblib, the engine) are imported inside the commands that need them, so
+``llmsim --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from llmsim import __version__
+from llmsim.spec.errors import SpecError
+
+app = typer.Typer(
+    name="llmsim",
+    help="Analytical performance and cost model for LLM training and inference systems.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+presets_app = typer.Typer(help="List and show bundled and user presets.", no_args_is_help=True)
+app.add_typer(presets_app, name="presets")
+
+
+class Kind(str, Enum):
+    accelerators = "accelerators"
+    models = "models"
+    networks = "networks"
+
+
+class Format(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"llmsim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    presets: list[Path] = typer.Option(
+        [], "--presets", metavar="DIR",
+        help="Extra preset folder (with accelerators/, models/, networks/); repeatable; "
+             "a user preset with a bundled name wins. Also LLMSIM_PRESETS=dir1:dir2."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    ctx.obj = {"preset_dirs": [str(p) for p in presets]}
+
+
+def registry(ctx: typer.Context):
+    from llmsim.spec.presets import PresetRegistry
+
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    if "registry" not in obj:
+        obj["registry"] = PresetRegistry(obj.get("preset_dirs", []))
+        root.obj = obj
+    return obj["registry"]
+
+
+@presets_app.command("list")
+def presets_list(
+    ctx: typer.Context,
+    kind: Optional[Kind] = typer.Option(None, "--kind", help="Only this kind, with its key figures."),
+    fmt: Format = typer.Option(Format.table, "--format", help="table, csv or json."),
+) -> None:
+    """List presets (name first), with key figures when --kind is given."""
+    from llmsim.presets_table import COLUMNS, preset_rows
+    from llmsim.report import emit
+
+    k = kind.value if kind else None
+    rows = preset_rows(registry(ctx), k)
+    emit(rows, fmt.value, COLUMNS[k], title=f"llmsim presets: {k or 'all'}")
+
+
+@presets_app.command("show")
+def presets_show(ctx: typer.Context, name: str = typer.Argument(..., help="Preset name.")) -> None:
+    """Show one preset as resolved YAML (defaults filled in), with its sources."""
+    import yaml
+
+    reg = registry(ctx)
+    kind, path = reg.find(name)
+    spec = reg.get(kind, name)
+    data = spec.model_dump(mode="json", exclude_none=True)
+    typer.echo(f"# {kind[:-1]} preset '{name}' from {path}")
+    if kind == "models":
+        from llmsim.engine.params import param_counts
+        from llmsim.spec.convert import model_values
+
+        counts = param_counts(model_values(spec))
+        typer.echo(f"# derived: {counts.total / 1e9:.2f}e9 parameters, {counts.active / 1e9:.2f}e9 active per token")
+    typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120), nl=False)
+
+
+@app.command("check")
+def check(
+    ctx: typer.Context,
+    scenario: Path = typer.Argument(..., help="Scenario YAML file."),
+    set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE",
+                                   help="Override a field, e.g. --set parallel.tp=4 (repeatable)."),
+) -> None:
+    """Validate a scenario file and print it resolved (presets expanded, defaults filled in)."""
+    import yaml
+
+    from llmsim.spec.load import load_scenario
+
+    spec = load_scenario(scenario, registry(ctx), set_)
+    data = spec.model_dump(mode="json", exclude_none=True)
+    typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120), nl=False)
+
+
+def main() -> None:
+    """Entry point: bad input is one line on stderr and exit status 2, never a traceback."""
+    try:
+        app()
+    except SpecError as err:
+        sys.stderr.write(f"llmsim: error: {err}\n")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.stderr.write("llmsim: interrupted\n")
+        sys.exit(130)
+    except BrokenPipeError:  # e.g. `llmsim ... | head`
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

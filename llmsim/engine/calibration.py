@@ -1,0 +1,47 @@
+"""The few global calibration factors and documented defaults of the model.
+
+Each one is global (never per validation case), named, and justified here and in
+docs/methodology.md. Change them only with a re-run of ``llmsim validate`` and a CHANGELOG entry.
+"""
+
+# Fraction of a device's best-shape matmul throughput (MAMF, measured_matmul_tflops) that the
+# GEMM kernels of a real training step sustain: MAMF is the best of a shape sweep at a warm, boosted
+# clock, while a step runs fixed shapes back to back at power-capped clocks with launch gaps.
+# Fitted once on the whole calibration set (see llmsim validate); 0.80 of MAMF is ~0.70 of peak on A100
+# and ~0.64 on H100, within the 50-75% GEMM efficiencies Megatron-LM reports for A100 (Narayanan et al.
+# 2021, sec. 5.1 "more than 50% of peak").
+KERNEL_EFFICIENCY = 0.80
+
+# Matmul efficiency when a device preset has no MAMF figure: NVIDIA BF16 default of
+# ../shared/data/hardware.md sec. 1.3 ("gemm_eff = 0.75").
+DEFAULT_MATMUL_FRACTION = 0.75
+
+# GEMMs whose smallest dimension is small waste tiles (tile/wave quantisation). Efficiency is scaled by
+# d / (d + GEMM_HALF_DIM), d = min(M, N, K): 0.94 at d=1024, 0.67 at d=128 (one 128-wide tile, the CUTLASS
+# / cuBLAS Hopper tile size), i.e. a 64-element half-efficiency point.
+GEMM_HALF_DIM = 64
+
+# Achievable fraction of peak HBM bandwidth for streaming kernels: hardware.md sec. 1.3 ("default
+# 0.85-0.90"; H100 measured 84%).
+HBM_EFFICIENCY = 0.85
+
+# Achievable fraction of per-direction link bandwidth for ring collectives (nccl-tests busbw / line rate):
+# NVLink 370/450 = 0.82 (nccl-tests #212), InfiniBand NDR 46.5/50 = 0.93 (nccl-tests #290).
+SCALEUP_LINK_EFFICIENCY = 0.82
+SCALEOUT_LINK_EFFICIENCY = 0.93
+
+# FlashAttention-2 backward does 5 matmuls against the forward's 2 (it recomputes the attention matrix):
+# Dao 2023, arXiv 2307.08691, sec. 3.1.2.
+FLASH_BWD_FLOPS_RATIO = 2.5
+
+# Max/mean expert load of routed MoE tokens (auxiliary-loss balancing). The slowest expert sets the pace.
+MOE_LOAD_IMBALANCE = 1.1
+
+# Memory not held by tensors: CUDA context, cuBLAS/NCCL workspaces (~1-2 GB in practice), plus allocator
+# fragmentation on activations (PyTorch caching allocator; ~10%).
+RUNTIME_RESERVED_BYTES = 2.0e9
+ACTIVATION_FRAGMENTATION = 1.10
+
+# Fixed per-step time outside the model: data loader, logging, gradient-norm all-reduce, launch of the
+# optimizer step. Megatron-LM logs ~10-50 ms of such work per iteration on large runs.
+STEP_OVERHEAD_S = 0.02

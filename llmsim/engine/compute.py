@@ -1,0 +1,150 @@
+"""Per-operator FLOPs and HBM bytes of a transformer layer, and their roofline time on a device.
+
+Counts follow Narayanan et al. 2021 (arXiv 2104.04473, sec. 5.1 / appendix) for the GEMMs and
+Korthikanti et al. 2022 (arXiv 2205.05198, sec. 4) for the tensors each operator reads and writes.
+Every quantity is per device, per microbatch, forward pass; backward multiplies by ``bwd_ratio``.
+All arithmetic works on Python numbers and numpy arrays alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from llmsim.engine import calibration as cal
+from llmsim.values import PRECISION_BYTES, Accelerator, Model
+
+ACT_BYTES = 2.0  # activations stay in 16-bit even in FP8 training (Transformer Engine keeps bf16 I/O)
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    kind: str  # gemm | attention | elementwise
+    flops: float
+    bytes: float
+    min_dim: float = np.inf  # smallest GEMM dimension (tile-quantisation efficiency)
+    bwd_ratio: float = 2.0  # backward work / forward work (dgrad + wgrad = 2x for a GEMM)
+    count: float = 1.0  # how many layers of this kind the op stands for
+
+
+def gemm(name: str, m, n, k, wbytes: float, count: float = 1.0) -> Op:
+    """C[m,n] = A[m,k] B[k,n]: 2mnk FLOPs; reads A (activations) and B (weights), writes C."""
+    flops = 2.0 * m * n * k
+    nbytes = (m * k + m * n) * ACT_BYTES + k * n * wbytes
+    return Op(name, "gemm", flops, nbytes, np.minimum(np.minimum(m, n), k), 2.0, count)
+
+
+def elementwise(name: str, elements, reads: float, writes: float, count: float = 1.0) -> Op:
+    """A memory-bound op touching ``elements`` values ``reads`` + ``writes`` times."""
+    return Op(name, "elementwise", 0.0 * elements, elements * (reads + writes) * ACT_BYTES,
+              np.inf, 2.0, count)
+
+
+def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool, ep=1,
+              count: float = 1.0) -> list[Op]:
+    """Operators of one transformer layer for one microbatch of ``b`` sequences of ``s`` tokens."""
+    wb = PRECISION_BYTES[precision]
+    h, a, kv, d = m.hidden, m.heads, m.kv_heads, m.head_dim
+    tokens = b * s / cp  # context parallelism splits the sequence
+    norm_tokens = tokens / tp if sp else tokens  # sequence parallelism splits norms/residuals too
+    ops: list[Op] = [elementwise("attn_norm", norm_tokens * h, 1, 1, count)]
+    if m.mla is not None:  # DeepSeek-V2 sec. 2.1: down-projections replicated, up-projections split
+        r = m.mla
+        q_width = a * (d + r.qk_rope_head_dim) / tp
+        ops += ([gemm("q_down", tokens, r.q_lora_rank, h, wb, count),
+                 gemm("q_up", tokens, q_width, r.q_lora_rank, wb, count)] if r.q_lora_rank
+                else [gemm("q_proj", tokens, q_width, h, wb, count)])
+        ops += [
+                gemm("kv_down", tokens, r.kv_lora_rank + r.qk_rope_head_dim, h, wb, count),
+                gemm("kv_up", tokens, a * (d + r.v_head_dim) / tp, r.kv_lora_rank, wb, count)]
+        qk_dim, v_dim, kv_width = d + r.qk_rope_head_dim, r.v_head_dim, a * (d + r.v_head_dim)
+    else:
+        kv_local = np.maximum(kv / tp, 1)  # fewer KV heads than tp: replicated (Megatron GQA)
+        ops.append(gemm("qkv_proj", tokens, (a / tp + 2 * kv_local) * d, h, wb, count))
+        qk_dim, v_dim, kv_width = d, d, 2 * kv_local * d * tp
+    # FlashAttention (Dao et al. 2022): fused tiles, no s x s matrix in HBM. Causal masking skips half
+    # of the score tiles; with CP the load-balanced split gives each rank 1/cp of the work.
+    att_flops = 2.0 * b * s * s * (a / tp) * (qk_dim + v_dim) * 0.5 / cp
+    att_bytes = tokens * ((a / tp) * (qk_dim + v_dim) + kv_width / tp * cp) * ACT_BYTES
+    ops.append(Op("attention", "attention", att_flops, att_bytes, np.minimum(s / cp, qk_dim),
+                  cal.FLASH_BWD_FLOPS_RATIO, count))
+    ops.append(gemm("out_proj", tokens, h, a * v_dim / tp, wb, count))
+    ops.append(elementwise("attn_residual", norm_tokens * h, 2, 1, count))
+    ops.append(elementwise("mlp_norm", norm_tokens * h, 1, 1, count))
+    up = 2 if m.gated else 1
+    if moe_layer and m.moe is not None:
+        moe = m.moe
+        # Top-k routing: each device's experts process tokens * top_k rows in total (balanced
+        # all-to-all), times the max/mean load of the busiest expert, capped by the capacity factor.
+        imbalance = cal.MOE_LOAD_IMBALANCE if moe.capacity_factor is None else min(
+            cal.MOE_LOAD_IMBALANCE, moe.capacity_factor)
+        rows = tokens * moe.top_k * imbalance
+        per_expert_rows = rows * ep / moe.experts
+        f = moe.expert_ffn_hidden
+        ops.append(gemm("router", tokens, moe.experts, h, wb, count))
+        grouped = (moe.experts / ep)  # grouped GEMM over the local experts
+        up_op = gemm("experts_up", per_expert_rows, up * f / tp, h, wb, count)
+        down_op = gemm("experts_down", per_expert_rows, h, f / tp, wb, count)
+        ops += [_scale(up_op, grouped), elementwise("experts_act", rows * f / tp, up, 1, count),
+                _scale(down_op, grouped)]
+        if moe.shared_experts:
+            fs = f * moe.shared_experts
+            ops += [gemm("shared_up", tokens, up * fs / tp, h, wb, count),
+                    elementwise("shared_act", tokens * fs / tp, up, 1, count),
+                    gemm("shared_down", tokens, h, fs / tp, wb, count)]
+    else:
+        f = m.ffn_hidden
+        ops += [gemm("mlp_up", tokens, up * f / tp, h, wb, count),
+                elementwise("mlp_act", tokens * f / tp, up, 1, count),
+                gemm("mlp_down", tokens, h, f / tp, wb, count)]
+    ops.append(elementwise("mlp_residual", norm_tokens * h, 2, 1, count))
+    return ops
+
+
+def _scale(op: Op, times) -> Op:
+    """``times`` identical GEMMs (a grouped GEMM over local experts)."""
+    return Op(op.name, op.kind, op.flops * times, op.bytes * times, op.min_dim, op.bwd_ratio, op.count)
+
+
+def head_ops(m: Model, b, s, tp, cp, precision: str) -> list[Op]:
+    """Final norm, output projection (logits) and the cross-entropy loss of the last stage."""
+    tokens = b * s / cp
+    wb = PRECISION_BYTES[precision]
+    return [elementwise("final_norm", tokens * m.hidden, 1, 1),
+            gemm("logits", tokens, m.vocab / tp, m.hidden, wb),
+            # fp32 logits: softmax reads and writes them (Megatron's fused vocab-parallel cross-entropy)
+            elementwise("loss", tokens * m.vocab / tp, 2 * 2, 2 * 1)]
+
+
+def embedding_ops(m: Model, b, s, tp, cp) -> list[Op]:
+    """Token-embedding lookup of the first stage: a gather of ``tokens`` rows."""
+    return [elementwise("embedding", b * s / cp * m.hidden, 1, 1)]
+
+
+def matmul_efficiency(acc: Accelerator, precision: str, min_dim):
+    """Sustained fraction of peak for a GEMM whose smallest dimension is ``min_dim``."""
+    peak = acc.peak(precision)
+    measured = acc.measured_matmul_flops_per_s.get(precision)
+    fraction = measured / peak if measured and peak else cal.DEFAULT_MATMUL_FRACTION
+    return fraction * cal.KERNEL_EFFICIENCY * min_dim / (min_dim + cal.GEMM_HALF_DIM)
+
+
+def op_time(op: Op, acc: Accelerator, precision: str, hbm_bw=None, peak_scale=1.0):
+    """Roofline: max(compute time, memory time) of one forward execution of ``op``.
+
+    Attention runs in 16-bit (FlashAttention kernels), GEMMs at the workload precision.
+    """
+    prec = "bf16" if op.kind == "attention" and acc.peak("bf16") else precision
+    peak = acc.peak(prec) * peak_scale
+    eff = matmul_efficiency(acc, prec, op.min_dim) if op.kind != "elementwise" else 1.0
+    bw = (acc.hbm_bw_bytes_per_s if hbm_bw is None else hbm_bw) * cal.HBM_EFFICIENCY
+    t_compute = op.flops / (peak * eff) if op.kind != "elementwise" else 0.0 * op.flops
+    return np.maximum(t_compute, op.bytes / bw)
+
+
+def bound(op: Op, acc: Accelerator, precision: str) -> str:
+    """Which roof limits the op: 'compute' or 'memory'."""
+    t_mem = op.bytes / (acc.hbm_bw_bytes_per_s * cal.HBM_EFFICIENCY)
+    return "memory" if np.all(op_time(op, acc, precision) <= t_mem * (1 + 1e-12)) else "compute"

@@ -1,0 +1,68 @@
+"""Validated specs -> plain frozen SI values for the engine."""
+
+from __future__ import annotations
+
+from llmsim.spec.hardware import PRECISIONS, AcceleratorSpec, NetworkSpec, PrecisionTflops
+from llmsim.spec.model import ModelSpec
+from llmsim.spec.scenario import ScenarioSpec
+from llmsim.values import (MLA, Accelerator, Model, MoE, Network, Parallel, Scenario, Tier,
+                           Workload)
+
+GB = 1e9
+TB = 1e12
+TFLOPS = 1e12
+MB = 1e6
+US = 1e-6
+
+
+def _flops(tflops: PrecisionTflops | None) -> dict[str, float]:
+    if tflops is None:
+        return {}
+    return {p: getattr(tflops, p) * TFLOPS for p in PRECISIONS if getattr(tflops, p) is not None}
+
+
+def model_values(m: ModelSpec) -> Model:
+    return Model(
+        name=m.name, layers=m.layers, hidden=m.hidden, ffn_hidden=m.ffn_hidden, heads=m.heads,
+        kv_heads=m.kv_heads or m.heads, head_dim=m.head_dim or m.hidden // m.heads, vocab=m.vocab,
+        activation=m.activation, tied_embeddings=m.tied_embeddings, bias=m.bias,
+        moe=None if m.moe is None else MoE(**m.moe.model_dump()),
+        mla=None if m.mla is None else MLA(**m.mla.model_dump()),
+    )
+
+
+def accelerator_values(a: AcceleratorSpec) -> Accelerator:
+    return Accelerator(
+        name=a.name, peak_flops_per_s=_flops(a.peak_tflops),
+        measured_matmul_flops_per_s=_flops(a.measured_matmul_tflops),
+        hbm_bytes=a.hbm_capacity_gb * GB, hbm_bw_bytes_per_s=a.hbm_bandwidth_tb_per_s * TB,
+        sram_bytes=(a.sram_mb or 0.0) * MB, scaleup_bw_bytes_per_s=a.scaleup_bw_gb_per_s_per_dir * GB,
+        scaleout_bw_bytes_per_s=a.scaleout_bw_gb_per_s_per_dir * GB, tdp_w=a.tdp_w,
+        die_area_mm2=a.die_area_mm2, num_dies=a.num_dies, hbm_stacks=a.hbm_stacks,
+        list_price_usd=a.list_price_usd, cloud_usd_per_hour=a.cloud_usd_per_hour,
+    )
+
+
+def network_values(n: NetworkSpec) -> Network:
+    return Network(name=n.name, tiers=tuple(
+        Tier(name=t.name, size=t.size, topology=t.topology, bw_bytes_per_s=t.bw_gb_per_s_per_dir * GB,
+             latency_s=t.latency_us * US, oversubscription=t.oversubscription,
+             in_network_reduction=t.in_network_reduction, dims=tuple(t.dims or ()), radix=t.radix,
+             levels=t.levels, rail_optimized=t.rail_optimized)
+        for t in n.tiers))
+
+
+def scenario_values(s: ScenarioSpec) -> Scenario:
+    p, w = s.parallel, s.workload
+    return Scenario(
+        model=model_values(s.model), accelerator=accelerator_values(s.system.accelerator),
+        num_devices=s.system.num_devices, network=network_values(s.system.network),
+        parallel=Parallel(tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, sequence_parallel=p.sequence_parallel,
+                          microbatch_size=p.microbatch_size, virtual_stages=p.virtual_stages,
+                          recompute=p.recompute, zero_stage=p.zero_stage, order=tuple(p.order)),
+        workload=Workload(mode=w.mode, precision=w.precision, seq_len=w.seq_len,
+                          global_batch_size=w.global_batch_size, batch_size=w.batch_size,
+                          input_len=w.input_len, output_len=w.output_len, kv_precision=w.kv_precision),
+        names={"model": s.model.name, "accelerator": s.system.accelerator.name,
+               "network": s.system.network.name},
+    )

@@ -1,0 +1,90 @@
+"""Loading a scenario file: overrides, preset resolution, validation."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llmsim.spec.errors import SpecError
+from llmsim.spec.presets import PresetRegistry
+from llmsim.spec.scenario import ScenarioSpec
+from llmsim.spec.validation import validate
+from llmsim.spec.yamlio import Document, load_yaml
+
+# Where a scenario refers to a preset by name: (dotted path, preset kind).
+PRESET_SLOTS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("model",), "models"),
+    (("system", "accelerator"), "accelerators"),
+    (("system", "network"), "networks"),
+)
+
+
+def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
+    """``'parallel.tp=4'`` -> (("parallel", "tp"), 4); the value is read as YAML."""
+    if "=" not in text:
+        raise SpecError(f"--set {text!r}: expected dotted.path=value, e.g. parallel.tp=4")
+    key, _, raw = text.partition("=")
+    parts = tuple(p.strip() for p in key.strip().split("."))
+    if not all(parts):
+        raise SpecError(f"--set {text!r}: empty key in dotted path")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        raise SpecError(f"--set {text!r}: value is not valid YAML") from None
+    return parts, value
+
+
+def apply_overrides(data: dict, overrides: list[tuple[tuple[str, ...], Any]], registry: PresetRegistry) -> None:
+    """Set each dotted path in ``data``; a preset name on the way is expanded so fields can be overridden."""
+    for parts, value in overrides:
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            slot_kind = dict(PRESET_SLOTS).get(parts[: i + 1])
+            if isinstance(child, str) and slot_kind:
+                child = registry.get(slot_kind, child).model_dump(exclude_none=True)
+            if not isinstance(child, dict):
+                if child is not None:
+                    raise SpecError(f"--set {'.'.join(parts)}: '{'.'.join(parts[:i + 1])}' is not a mapping")
+                child = {}
+            node[part] = child
+            node = child
+        node[parts[-1]] = value
+
+
+def resolve_presets(data: dict, doc: Document, registry: PresetRegistry) -> None:
+    """Replace preset names by their validated specs (errors name the scenario's line)."""
+    for path, kind in PRESET_SLOTS:
+        parent = data
+        for part in path[:-1]:
+            parent = parent.get(part) if isinstance(parent, dict) else None
+        if not isinstance(parent, dict):
+            continue
+        value = parent.get(path[-1])
+        if isinstance(value, str):
+            try:
+                parent[path[-1]] = registry.get(kind, value)
+            except SpecError as err:
+                if err.file is None:  # unknown name: point at the scenario's key
+                    raise SpecError(err.message, file=doc.source, line=doc.line_of(path),
+                                    path=".".join(path)) from None
+                raise
+
+
+def load_scenario(path: str | Path | None, registry: PresetRegistry, overrides: list[str] = (),
+                  default: Path | None = None) -> ScenarioSpec:
+    """Load, override and validate a scenario; ``path=None`` loads ``default``."""
+    source = Path(path) if path is not None else default
+    if source is None:
+        raise SpecError("no scenario given")
+    doc = load_yaml(source)
+    if not isinstance(doc.data, dict):
+        raise SpecError("a scenario must be a mapping with keys model, system, parallel, workload",
+                        file=doc.source, line=1)
+    data = copy.deepcopy(doc.data)
+    apply_overrides(data, [parse_override(o) for o in overrides], registry)
+    resolve_presets(data, doc, registry)
+    return validate(ScenarioSpec, data, doc)

@@ -1,0 +1,67 @@
+"""Schema of a transformer model (dense, MoE, MLA)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import model_validator
+
+from llmsim.spec.base import NonNegInt, PosFloat, PosInt, Sources, Strict
+
+Activation = Literal["gelu", "relu", "squared-relu", "swiglu", "geglu"]
+
+
+class MoESpec(Strict):
+    experts: PosInt
+    top_k: PosInt
+    shared_experts: NonNegInt = 0
+    expert_ffn_hidden: PosInt
+    first_dense_layers: NonNegInt = 0
+    capacity_factor: PosFloat | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> MoESpec:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) must be <= experts ({self.experts})")
+        return self
+
+
+class MLASpec(Strict):
+    """DeepSeek multi-head latent attention (DeepSeek-V2 paper, arXiv 2405.04434, sec. 2.1)."""
+
+    q_lora_rank: NonNegInt = 0
+    kv_lora_rank: PosInt
+    qk_rope_head_dim: PosInt
+    v_head_dim: PosInt
+
+
+class ModelSpec(Strict):
+    name: str
+    description: str = ""
+    layers: PosInt
+    hidden: PosInt
+    ffn_hidden: PosInt
+    heads: PosInt
+    kv_heads: PosInt | None = None
+    head_dim: PosInt | None = None
+    vocab: PosInt
+    activation: Activation = "gelu"
+    tied_embeddings: bool = False
+    bias: bool = False
+    max_seq_len: PosInt | None = None
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    sources: Sources = {}
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        kv = self.kv_heads if self.kv_heads is not None else self.heads
+        if kv > self.heads or self.heads % kv:
+            raise ValueError(f"kv_heads ({kv}) must divide heads ({self.heads})")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(
+                f"heads ({self.heads}) must divide hidden ({self.hidden}) when head_dim is not given")
+        if self.moe is not None and self.moe.first_dense_layers > self.layers:
+            raise ValueError(
+                f"moe.first_dense_layers ({self.moe.first_dense_layers}) exceeds layers ({self.layers})")
+        return self

@@ -1,0 +1,73 @@
+"""Schema of a scenario: one design point (model, system, parallel split, workload)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from llmsim.spec.base import PosInt, Strict
+from llmsim.spec.hardware import AcceleratorSpec, NetworkSpec
+from llmsim.spec.model import ModelSpec
+
+ParallelDim = Literal["tp", "cp", "ep", "dp", "pp"]
+DEFAULT_ORDER: tuple[str, ...] = ("tp", "cp", "ep", "dp", "pp")
+
+
+class ParallelSpec(Strict):
+    tp: PosInt = 1
+    pp: PosInt = 1
+    dp: PosInt | None = None  # derived as num_devices / (tp * pp * cp) when omitted
+    cp: PosInt = 1
+    ep: PosInt = 1
+    sequence_parallel: bool = True
+    microbatch_size: PosInt = 1
+    virtual_stages: PosInt = 1
+    recompute: Literal["none", "selective", "full"] = "selective"
+    zero_stage: int = Field(default=1, ge=0, le=3)
+    order: list[ParallelDim] = list(DEFAULT_ORDER)
+
+    @model_validator(mode="after")
+    def _check(self) -> ParallelSpec:
+        if sorted(self.order) != sorted(DEFAULT_ORDER):
+            raise ValueError(f"order must list each of {', '.join(DEFAULT_ORDER)} exactly once")
+        return self
+
+
+class WorkloadSpec(Strict):
+    mode: Literal["training", "inference"] = "training"
+    precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"] = "bf16"
+    seq_len: PosInt = 2048
+    global_batch_size: PosInt | None = None  # sequences per optimizer step (training)
+    batch_size: PosInt | Literal["max"] | None = None  # concurrent sequences (inference)
+    input_len: PosInt | None = None
+    output_len: PosInt | None = None
+    kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkloadSpec:
+        if self.mode == "training" and self.global_batch_size is None:
+            raise ValueError("training needs global_batch_size (sequences per optimizer step)")
+        return self
+
+
+class SystemSpec(Strict):
+    accelerator: AcceleratorSpec
+    num_devices: PosInt
+    network: NetworkSpec
+
+    @model_validator(mode="after")
+    def _check(self) -> SystemSpec:
+        largest = self.network.tiers[-1].size
+        if self.num_devices > largest:
+            raise ValueError(
+                f"num_devices ({self.num_devices}) exceeds the largest tier of network "
+                f"'{self.network.name}' ({largest} devices)")
+        return self
+
+
+class ScenarioSpec(Strict):
+    model: ModelSpec
+    system: SystemSpec
+    parallel: ParallelSpec = ParallelSpec()
+    workload: WorkloadSpec

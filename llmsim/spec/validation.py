@@ -1,0 +1,78 @@
+"""Turning pydantic validation errors into one-line SpecErrors that name file, line and key."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from llmsim.spec.errors import SpecError
+from llmsim.spec.yamlio import Document
+
+
+def validate(cls: type[BaseModel], data: Any, doc: Document, prefix: tuple = ()) -> BaseModel:
+    """Validate ``data`` (found at ``prefix`` inside ``doc``) as ``cls``, or raise a SpecError."""
+    if not isinstance(data, dict):
+        raise SpecError(f"expected a mapping of keys, got {_kind(data)}", file=doc.source,
+                        line=doc.line_of(prefix), path=".".join(map(str, prefix)) or None)
+    try:
+        return cls.model_validate(data)
+    except ValidationError as err:
+        raise to_spec_error(err, cls, doc, prefix) from None
+    except (RecursionError, OverflowError) as err:
+        raise SpecError(f"invalid value: {type(err).__name__}", file=doc.source) from None
+
+
+def to_spec_error(err: ValidationError, cls: type[BaseModel], doc: Document, prefix: tuple = ()) -> SpecError:
+    first = err.errors(include_url=False)[0]
+    loc = prefix + tuple(first["loc"])
+    path = ".".join(str(p) for p in loc) or None
+    line = doc.line_of(loc)
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(cls, tuple(first["loc"])[:-1])
+        msg = f"unknown key '{loc[-1]}'" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
+    elif kind == "missing":
+        msg = "required key is missing"
+    elif kind == "value_error":
+        msg = str(first.get("ctx", {}).get("error", first["msg"]))
+    else:
+        msg = f"{first['msg']} (got {_short(first.get('input'))})"
+    return SpecError(msg, file=doc.source, line=line, path=path)
+
+
+def _allowed_keys(cls: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names of the model found by walking ``loc`` from ``cls``."""
+    current: Any = cls
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        model = _model_in(current)
+        if model is None or part not in model.model_fields:
+            return []
+        current = model.model_fields[part].annotation
+    model = _model_in(current)
+    return list(model.model_fields) if model else []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, list, tuple):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,132 @@
+"""Plain frozen values the engine computes on, in SI units (names carry units).
+
+The spec layer validates user input and converts it into these; the engine never sees pydantic
+objects or raw dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PRECISION_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+
+
+@dataclass(frozen=True)
+class MoE:
+    experts: int
+    top_k: int
+    shared_experts: int
+    expert_ffn_hidden: int
+    first_dense_layers: int
+    capacity_factor: float | None
+
+
+@dataclass(frozen=True)
+class MLA:
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    layers: int
+    hidden: int
+    ffn_hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    activation: str
+    tied_embeddings: bool
+    bias: bool
+    moe: MoE | None = None
+    mla: MLA | None = None
+
+    @property
+    def gated(self) -> bool:
+        """Gated MLPs (SwiGLU, GeGLU) have three weight matrices instead of two."""
+        return self.activation in ("swiglu", "geglu")
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    name: str
+    peak_flops_per_s: dict[str, float]  # dense, per precision
+    measured_matmul_flops_per_s: dict[str, float]
+    hbm_bytes: float
+    hbm_bw_bytes_per_s: float
+    sram_bytes: float
+    scaleup_bw_bytes_per_s: float  # per direction
+    scaleout_bw_bytes_per_s: float  # per direction
+    tdp_w: float | None
+    die_area_mm2: float | None = None
+    num_dies: int | None = None
+    hbm_stacks: int | None = None
+    list_price_usd: float | None = None
+    cloud_usd_per_hour: float | None = None
+
+    def peak(self, precision: str) -> float:
+        """Dense peak FLOP/s at ``precision``; 0 when the device does not support it."""
+        return self.peak_flops_per_s.get(precision, 0.0)
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    size: int
+    topology: str
+    bw_bytes_per_s: float  # per device per direction
+    latency_s: float
+    oversubscription: float = 1.0
+    in_network_reduction: bool = False
+    dims: tuple[int, ...] = ()
+    radix: int | None = None
+    levels: int | None = None
+    rail_optimized: bool = False
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    tiers: tuple[Tier, ...]
+
+
+@dataclass(frozen=True)
+class Parallel:
+    tp: int
+    pp: int
+    dp: int | None
+    cp: int
+    ep: int
+    sequence_parallel: bool
+    microbatch_size: int
+    virtual_stages: int
+    recompute: str
+    zero_stage: int
+    order: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Workload:
+    mode: str
+    precision: str
+    seq_len: int
+    global_batch_size: int | None = None
+    batch_size: int | str | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    kv_precision: str | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    model: Model
+    accelerator: Accelerator
+    num_devices: int
+    network: Network
+    parallel: Parallel
+    workload: Workload
+    names: dict[str, str] = field(default_factory=dict)  # preset names for the output record

@@ -1,0 +1,123 @@
+"""Bad input: one clear line naming file, line, key and what is allowed; exit status 2."""
+
+import textwrap
+
+import pytest
+
+from conftest import DATA, run_cli
+from llmsim.spec.errors import SpecError
+from llmsim.spec.load import load_scenario
+
+
+def _write(tmp_path, text: str):
+    path = tmp_path / "s.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _error(tmp_path, registry, text: str, overrides=()) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        load_scenario(_write(tmp_path, text), registry, list(overrides))
+    return info.value
+
+
+BASE = """\
+model: llama3-8b
+system:
+  accelerator: h100-sxm
+  num_devices: 64
+  network: dgx-h100
+workload:
+  global_batch_size: 128
+"""
+
+
+def test_valid_scenario_loads(registry):
+    spec = load_scenario(DATA / "scenario_ok.yaml", registry)
+    assert spec.model.name == "llama3-8b"
+    assert spec.parallel.tp == 8 and spec.parallel.dp is None
+    assert spec.system.accelerator.hbm_capacity_gb == 80
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path, registry):
+    err = _error(tmp_path, registry, "model: llama3-8b\nsystem:\n  accelerator: [h100\n  num: 3\n")
+    assert err.file.endswith("s.yaml") and err.line in (3, 4, 5)
+    assert "YAML syntax error" in str(err)
+
+
+def test_unknown_key_names_path_line_and_allowed(tmp_path, registry):
+    err = _error(tmp_path, registry, BASE + "parallel:\n  tp: 2\n  tpp: 4\n")
+    assert err.path == "parallel.tpp"
+    assert err.line == 10  # line of 'tpp:' (BASE has 7 lines, then 'parallel:', 'tp: 2')
+    assert "unknown key 'tpp'" in err.message and "tp, pp, dp" in err.message
+
+
+def test_unknown_key_inside_inline_model(tmp_path, registry):
+    text = BASE.replace("model: llama3-8b", "model:\n  name: m\n  layers: 2\n  hidden: 64\n"
+                        "  ffn_hidden: 256\n  heads: 4\n  vocab: 100\n  colour: red")
+    err = _error(tmp_path, registry, text)
+    assert err.path == "model.colour" and err.line == 8
+
+
+def test_negative_layers(tmp_path, registry):
+    text = BASE.replace("model: llama3-8b", "model:\n  name: m\n  layers: -2\n  hidden: 64\n"
+                        "  ffn_hidden: 256\n  heads: 4\n  vocab: 100")
+    err = _error(tmp_path, registry, text)
+    assert err.path == "model.layers" and err.line == 3
+    assert "greater than 0" in err.message and "-2" in err.message
+
+
+def test_heads_must_divide_hidden_without_head_dim(tmp_path, registry):
+    text = BASE.replace("model: llama3-8b", "model:\n  name: m\n  layers: 2\n  hidden: 100\n"
+                        "  ffn_hidden: 256\n  heads: 3\n  vocab: 100")
+    err = _error(tmp_path, registry, text)
+    assert err.path == "model" and "heads (3) must divide hidden (100)" in err.message
+
+
+def test_top_k_above_experts(tmp_path, registry):
+    text = BASE.replace("model: llama3-8b", "model:\n  name: m\n  layers: 2\n  hidden: 64\n"
+                        "  ffn_hidden: 256\n  heads: 4\n  vocab: 100\n"
+                        "  moe: {experts: 4, top_k: 8, expert_ffn_hidden: 64}")
+    err = _error(tmp_path, registry, text)
+    assert err.path == "model.moe" and "top_k (8) must be <= experts (4)" in err.message
+
+
+def test_wrong_literal_lists_allowed_values(tmp_path, registry):
+    err = _error(tmp_path, registry, BASE + "parallel:\n  recompute: some\n")
+    assert err.path == "parallel.recompute"
+    assert "'none', 'selective' or 'full'" in err.message and "'some'" in err.message
+
+
+def test_unknown_preset_suggests_nearest(tmp_path, registry):
+    err = _error(tmp_path, registry, BASE.replace("h100-sxm", "h100-sx"))
+    assert err.path == "system.accelerator" and err.line == 3
+    assert "unknown accelerator preset 'h100-sx'" in err.message and "h100-sxm" in err.message
+
+
+def test_override_sets_preset_field(tmp_path, registry):
+    spec = load_scenario(_write(tmp_path, BASE), registry, ["model.layers=4", "parallel.tp=2"])
+    assert spec.model.layers == 4 and spec.model.hidden == 4096 and spec.parallel.tp == 2
+
+
+def test_bad_override_is_clean_error(tmp_path, registry):
+    with pytest.raises(SpecError, match="expected dotted.path=value"):
+        load_scenario(_write(tmp_path, BASE), registry, ["parallel.tp"])
+
+
+def test_too_many_devices_for_network(tmp_path, registry):
+    err = _error(tmp_path, registry, BASE.replace("num_devices: 64", "num_devices: 100000000"))
+    assert err.path == "system" and "exceeds the largest tier" in err.message
+
+
+@pytest.mark.parametrize("args", [["presets", "show", "nosuch"], ["check", str(DATA / "nosuch.yaml")]])
+def test_cli_errors_are_one_line_exit_2(args):
+    res = run_cli(*args)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("llmsim: error:")
+    assert "Traceback" not in res.stderr
+
+
+def test_cli_unknown_key_one_line(tmp_path):
+    res = run_cli("check", str(_write(tmp_path, BASE + "colour: red\n")))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "s.yaml:8: colour: unknown key 'colour'" in res.stderr

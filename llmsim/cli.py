@@ -121,6 +121,88 @@ def check(
     typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120), nl=False)
 
 
+class Recompute(str, Enum):
+    none = "none"
+    selective = "selective"
+    full = "full"
+
+
+@app.command("estimate")
+def estimate(
+    ctx: typer.Context,
+    scenario: Optional[Path] = typer.Argument(None, help="Scenario YAML; default: llama3-70b on 64 h100-sxm."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model preset name."),
+    accelerator: Optional[str] = typer.Option(None, "--accelerator", help="Accelerator preset name."),
+    devices: Optional[int] = typer.Option(None, "--devices", help="Number of accelerators."),
+    network: Optional[str] = typer.Option(None, "--network", help="Network preset name."),
+    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel degree."),
+    pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel degree."),
+    dp: Optional[int] = typer.Option(None, "--dp", help="Data-parallel degree (derived when omitted)."),
+    cp: Optional[int] = typer.Option(None, "--cp", help="Context-parallel degree."),
+    ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel degree."),
+    microbatch_size: Optional[int] = typer.Option(None, "--microbatch-size", help="Sequences per microbatch."),
+    global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size",
+                                                     help="Sequences per optimizer step."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per sequence."),
+    recompute: Optional[Recompute] = typer.Option(None, "--recompute", help="none, selective or full."),
+    zero_stage: Optional[int] = typer.Option(None, "--zero-stage", min=0, max=3, help="ZeRO stage 0-3."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="bf16, fp16, fp8 or fp4."),
+    set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE",
+                                   help="Override any field, e.g. --set parallel.virtual_stages=2."),
+    fmt: Format = typer.Option(Format.table, "--format", help="table, csv (header + one row) or json."),
+) -> None:
+    """Estimate step time, throughput, MFU and memory of one training design point."""
+    from llmsim import estimate as est
+    from llmsim.report import emit
+
+    flags = dict(model=model, accelerator=accelerator, devices=devices, network=network, tp=tp, pp=pp, dp=dp,
+                 cp=cp, ep=ep, microbatch_size=microbatch_size, global_batch_size=global_batch_size,
+                 seq_len=seq_len, recompute=recompute.value if recompute else None, zero_stage=zero_stage,
+                 precision=precision)
+    sc = est.load(scenario, registry(ctx), est.overrides_from_flags(flags, set_))
+    rec = est.record(sc)
+    if fmt is Format.table:
+        from llmsim.tables import print_estimate
+
+        print_estimate(rec)
+    elif fmt is Format.json:
+        from llmsim.report import to_json
+
+        sys.stdout.write(to_json(rec))
+    else:
+        emit([rec], "csv")
+
+
+@app.command("validate")
+def validate_cmd(
+    ctx: typer.Context,
+    fmt: Format = typer.Option(Format.table, "--format", help="table, csv or json (per-record rows)."),
+) -> None:
+    """Hold training predictions against published measured runs; print errors per record and group."""
+    from llmsim import validate as val
+    from llmsim.report import emit
+
+    rows, skipped = val.run(registry(ctx))
+    if fmt is not Format.table:
+        emit(rows, fmt.value)
+        return
+    cols = ["id", "framework", "hardware", "measured_tokens_per_s_per_device",
+            "predicted_tokens_per_s_per_device", "rel_error", "mfu", "fits_in_memory"]
+    heads = {"measured_tokens_per_s_per_device": "measured tok/s/dev",
+             "predicted_tokens_per_s_per_device": "predicted tok/s/dev", "rel_error": "error",
+             "mfu": "pred. MFU", "fits_in_memory": "fits"}
+    shown = [{**r, "rel_error": f"{100 * r['rel_error']:+.1f}%", "mfu": f"{100 * r['mfu']:.1f}%"} for r in rows]
+    emit(shown, "table", cols, title="Training throughput: predicted vs measured", headers=heads)
+    summary = [{**s, "mean_abs_error": f"{100 * s['mean_abs_error']:.1f}%"} for s in val.summary(rows)]
+    emit(summary, "table", title="Mean absolute error by group")
+    pairs = [{"pair": p["pair"], "measured": f"{100 * p['measured_speedup']:.1f}%",
+              "predicted": f"{100 * p['predicted_speedup']:.1f}%",
+              "difference": f"{p['difference_points']:+.1f} points"} for p in val.recompute_pairs(rows)]
+    emit(pairs, "table", title="Selective vs full recomputation speed-up (Korthikanti et al. 2022, Table 5)")
+    if skipped:
+        emit(skipped, "table", title="Records not modelled")
+
+
 def main() -> None:
     """Entry point: bad input is one line on stderr and exit status 2, never a traceback."""
     try:

@@ -79,7 +79,7 @@ def print_table(records: list[dict], columns: list[str] | None = None, title: st
                          no_wrap=(i == 0), overflow="fold")
     for rec in records:
         table.add_row(*(fmt_number(rec.get(c)) for c in columns))
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
 def emit(records: list[dict], fmt: str, columns: list[str] | None = None, title: str | None = None,

@@ -102,6 +102,8 @@ class Parallel:
     cp: int
     ep: int
     sequence_parallel: bool
+    tp_comm_overlap: bool
+    flash_attention: bool
     microbatch_size: int
     virtual_stages: int
     recompute: str

@@ -27,6 +27,7 @@ class Op:
     min_dim: float = np.inf  # smallest GEMM dimension (tile-quantisation efficiency)
     bwd_ratio: float = 2.0  # backward work / forward work (dgrad + wgrad = 2x for a GEMM)
     count: float = 1.0  # how many layers of this kind the op stands for
+    core_attention: bool = False  # recomputed by selective recomputation (Korthikanti sec. 5)
 
 
 def gemm(name: str, m, n, k, wbytes: float, count: float = 1.0) -> Op:
@@ -43,7 +44,7 @@ def elementwise(name: str, elements, reads: float, writes: float, count: float =
 
 
 def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool, ep=1,
-              count: float = 1.0) -> list[Op]:
+              count: float = 1.0, flash: bool = True) -> list[Op]:
     """Operators of one transformer layer for one microbatch of ``b`` sequences of ``s`` tokens."""
     wb = PRECISION_BYTES[precision]
     h, a, kv, d = m.hidden, m.heads, m.kv_heads, m.head_dim
@@ -64,12 +65,24 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         kv_local = np.maximum(kv / tp, 1)  # fewer KV heads than tp: replicated (Megatron GQA)
         ops.append(gemm("qkv_proj", tokens, (a / tp + 2 * kv_local) * d, h, wb, count))
         qk_dim, v_dim, kv_width = d, d, 2 * kv_local * d * tp
-    # FlashAttention (Dao et al. 2022): fused tiles, no s x s matrix in HBM. Causal masking skips half
-    # of the score tiles; with CP the load-balanced split gives each rank 1/cp of the work.
-    att_flops = 2.0 * b * s * s * (a / tp) * (qk_dim + v_dim) * 0.5 / cp
-    att_bytes = tokens * ((a / tp) * (qk_dim + v_dim) + kv_width / tp * cp) * ACT_BYTES
-    ops.append(Op("attention", "attention", att_flops, att_bytes, np.minimum(s / cp, qk_dim),
-                  cal.FLASH_BWD_FLOPS_RATIO, count))
+    if flash:
+        # FlashAttention (Dao et al. 2022): fused tiles, no s x s matrix in HBM. Causal masking skips half
+        # of the score tiles; with CP the load-balanced split gives each rank 1/cp of the work.
+        att_flops = 2.0 * b * s * s * (a / tp) * (qk_dim + v_dim) * 0.5 / cp
+        att_bytes = tokens * ((a / tp) * (qk_dim + v_dim) + kv_width / tp * cp) * ACT_BYTES
+        ops.append(Op("attention", "attention", att_flops, att_bytes, np.minimum(s / cp, qk_dim),
+                      cal.FLASH_BWD_FLOPS_RATIO, count, True))
+    else:
+        # Unfused attention (Megatron-LM 2021-22): batched QK^T over the full s x s (the mask is applied
+        # afterwards), a fused scale-mask-softmax reading and writing the scores, then scores x V.
+        heads = b * (a / tp)
+        q_len = s / cp
+        scores = gemm("attn_scores", q_len, s, qk_dim, ACT_BYTES, count)
+        values = gemm("attn_values", q_len, v_dim, s, ACT_BYTES, count)
+        ops += [Op(o.name, "gemm", o.flops * heads, o.bytes * heads, o.min_dim, 2.0, count, True)
+                for o in (scores, values)]
+        ops.append(Op("softmax", "elementwise", 0.0, heads * q_len * s * 2 * ACT_BYTES, np.inf, 2.0, count,
+                      True))
     ops.append(gemm("out_proj", tokens, h, a * v_dim / tp, wb, count))
     ops.append(elementwise("attn_residual", norm_tokens * h, 2, 1, count))
     ops.append(elementwise("mlp_norm", norm_tokens * h, 1, 1, count))

@@ -58,6 +58,7 @@ def scenario_values(s: ScenarioSpec) -> Scenario:
         model=model_values(s.model), accelerator=accelerator_values(s.system.accelerator),
         num_devices=s.system.num_devices, network=network_values(s.system.network),
         parallel=Parallel(tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, sequence_parallel=p.sequence_parallel,
+                          tp_comm_overlap=p.tp_comm_overlap, flash_attention=p.flash_attention,
                           microbatch_size=p.microbatch_size, virtual_stages=p.virtual_stages,
                           recompute=p.recompute, zero_stage=p.zero_stage, order=tuple(p.order)),
         workload=Workload(mode=w.mode, precision=w.precision, seq_len=w.seq_len,

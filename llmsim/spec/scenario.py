@@ -21,6 +21,8 @@ class ParallelSpec(Strict):
     cp: PosInt = 1
     ep: PosInt = 1
     sequence_parallel: bool = True
+    flash_attention: bool = True  # fused attention (Dao et al. 2022); false: s x s scores in HBM
+    tp_comm_overlap: bool = False  # TP collectives overlapped with GEMMs (Transformer Engine userbuffers)
     microbatch_size: PosInt = 1
     virtual_stages: PosInt = 1
     recompute: Literal["none", "selective", "full"] = "selective"

@@ -1,0 +1,211 @@
+"""Training step time, throughput, MFU and memory for a 5D-parallel split.
+
+Step time (per optimizer step, the slowest pipeline stage sets the pace):
+  m * (forward + backward + recomputation + exposed TP/CP/EP communication + pipeline send/recv)
+  + pipeline bubble ((p - 1) / v microbatch slots, Narayanan et al. 2021 eq. 2)
+  + exposed data-parallel communication (gradient reduce overlapped with the last backward)
+  + optimizer step (memory-bound over the local shard) + fixed per-step overhead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from llmsim.engine import calibration as cal
+from llmsim.engine.collectives import collective_time
+from llmsim.engine.compute import ACT_BYTES, Op, embedding_ops, head_ops, layer_ops, op_time
+from llmsim.engine.memory import (activation_bytes_per_layer, head_activation_bytes,
+                                  inflight_microbatches, state_bytes, with_runtime_reserve)
+from llmsim.engine.params import param_counts
+from llmsim.engine.split import Split, resolve_split
+from llmsim.engine.topology import group_link, neighbour_link, tier_index, tier_link
+from llmsim.values import Scenario
+
+ADAM_BYTES_PER_PARAM = 28.0  # reads grad (2) + master, m, v (12); writes master, m, v (12) + 16-bit weight (2)
+
+
+def model_flops_per_token(sc: Scenario) -> float:
+    """PaLM convention (Chowdhery et al. 2022, app. B): 6*N + 12*L*H*Q*T FLOPs per token for forward and
+    backward without recomputation; N = active parameters without the input embedding (the output
+    projection counts), attention counted without causal masking."""
+    m, counts = sc.model, param_counts(sc.model)
+    n = counts.active - m.vocab * m.hidden * (0 if m.tied_embeddings else 1)
+    qk = m.head_dim + (m.mla.qk_rope_head_dim if m.mla else 0)
+    v = m.mla.v_head_dim if m.mla else m.head_dim
+    return 6.0 * n + 6.0 * m.layers * sc.workload.seq_len * m.heads * (qk + v)
+
+
+def _pass_time(ops: list[Op], sc: Scenario):
+    acc, prec = sc.accelerator, sc.workload.precision
+    fwd = sum(op_time(op, acc, prec) * op.count for op in ops)
+    bwd = sum(op_time(op, acc, prec) * op.bwd_ratio * op.count for op in ops)
+    attn_fwd = sum(op_time(op, acc, prec) * op.count for op in ops if op.core_attention)
+    return fwd, bwd, attn_fwd
+
+
+def _gemm_time(ops: list[Op], sc: Scenario):
+    """Forward time of the GEMMs of one layer."""
+    return sum(op_time(op, sc.accelerator, sc.workload.precision) * op.count for op in ops if op.kind == "gemm")
+
+
+def estimate_training(sc: Scenario) -> dict:
+    """All output columns of one training design point (contract in DESIGN.md)."""
+    sp = resolve_split(sc)
+    m, w, p, acc, net = sc.model, sc.workload, sc.parallel, sc.accelerator, sc.network
+    b, s, tp, cp, ep = sp.microbatch_size, w.seq_len, sp.tp, sp.cp, sp.ep
+    seqpar = p.sequence_parallel and tp > 1
+    moe_layers = (m.layers - m.moe.first_dense_layers) if m.moe else 0
+    dense_frac = 1 - moe_layers / m.layers
+
+    # --- compute of the fullest stage, per microbatch -------------------------------------------
+    fl = p.flash_attention
+    dense = layer_ops(m, b, s, tp, cp, seqpar, w.precision, False, ep, flash=fl)
+    moe = layer_ops(m, b, s, tp, cp, seqpar, w.precision, True, ep, flash=fl) if m.moe else dense
+    f_d, b_d, a_d = _pass_time(dense, sc)
+    f_m, b_m, a_m = _pass_time(moe, sc)
+    lay_f = dense_frac * f_d + (1 - dense_frac) * f_m
+    lay_b = dense_frac * b_d + (1 - dense_frac) * b_m
+    lay_attn = dense_frac * a_d + (1 - dense_frac) * a_m
+    head_f, head_b, _ = _pass_time(head_ops(m, b, s, tp, cp, w.precision), sc)
+    emb_f, emb_b, _ = _pass_time(embedding_ops(m, b, s, tp, cp), sc)
+    n_last = m.layers - (sp.pp - 1) * sp.layers_per_stage if sp.pp > 1 else m.layers
+    stage_layers = sp.layers_per_stage
+    # the last stage also runs the output layer; it sets the pace if that makes it the fullest
+    last_extra = head_f + head_b - (stage_layers - n_last) * (lay_f + lay_b)
+    extra_f, extra_b = (head_f, head_b) if last_extra > 0 else (0.0, 0.0)
+    if sp.pp == 1:
+        extra_f, extra_b = head_f + emb_f, head_b + emb_b
+    recompute_per_layer = {"none": 0.0, "selective": lay_attn, "full": lay_f}[p.recompute]
+
+    # --- communication per microbatch on the stage ----------------------------------------------
+    deg = sp.degrees
+    tok_bytes = b * s / cp * m.hidden * ACT_BYTES  # one full activation tensor of the microbatch
+    tp_link = group_link(net, p.order, deg, "tp")
+    if seqpar:  # Korthikanti sec. 4.2.2: 2 all-gathers + 2 reduce-scatters forward, the same backward
+        tp_once = 2 * (collective_time("all_gather", tok_bytes, tp, tp_link)
+                       + collective_time("reduce_scatter", tok_bytes, tp, tp_link))
+    else:  # Megatron f/g operators: 2 all-reduces forward, 2 backward
+        tp_once = 2 * collective_time("all_reduce", tok_bytes, tp, tp_link)
+    tp_passes = 2 + (1 if p.recompute == "full" else 0)
+    tp_comm = tp_once * tp_passes * stage_layers
+    if p.tp_comm_overlap:  # collectives split into chunks that run under the neighbouring GEMMs
+        gemm_time = stage_layers * (_gemm_time(dense, sc) * dense_frac + _gemm_time(moe, sc) * (1 - dense_frac))
+        tp_comm = max(0.0, tp_comm - gemm_time * (tp_passes + 2) / 2)
+
+    cp_link = group_link(net, p.order, deg, "cp")
+    kv_width = (m.heads * (m.head_dim + m.mla.v_head_dim) if m.mla else 2 * m.kv_heads * m.head_dim) / tp
+    cp_bytes = b * s / cp * kv_width * ACT_BYTES  # K and V of this rank's chunk, passed around the ring
+    cp_ring = (cp - 1) * collective_time("p2p", cp_bytes, 2, cp_link) if cp > 1 else 0.0
+    # ring exchange overlaps attention (Liu et al. 2023 Ring Attention); backward sends dK, dV as well
+    cp_fwd = stage_layers * max(0.0, cp_ring - lay_attn)
+    cp_comm = cp_fwd + stage_layers * max(0.0, 2 * cp_ring - cal.FLASH_BWD_FLOPS_RATIO * lay_attn)
+
+    ep_comm = 0.0
+    if m.moe and ep > 1:
+        ep_link = group_link(net, p.order, deg, "ep")
+        a2a_bytes = b * s / cp * m.moe.top_k * m.hidden * ACT_BYTES / (tp if seqpar else 1)
+        # dispatch + combine forward, the same backward (Lepikhin et al. 2020, GShard)
+        ep_comm = 4 * collective_time("all_to_all", a2a_bytes, ep, ep_link) * stage_layers * (1 - dense_frac)
+
+    pp_comm = 0.0
+    if sp.pp > 1:
+        pp_link = neighbour_link(net, p.order, deg, "pp")
+        p2p_bytes = tok_bytes / (tp if seqpar else 1)  # scatter/gather optimisation (Narayanan sec. 4.1)
+        pp_comm = 2 * collective_time("p2p", p2p_bytes, 2, pp_link)
+
+    per_mb_compute = stage_layers * (lay_f + lay_b + recompute_per_layer) + extra_f + extra_b
+    per_mb = per_mb_compute + tp_comm + cp_comm + ep_comm + pp_comm
+    mbs, v = sp.microbatches, sp.virtual_stages
+    pipeline_time = mbs * per_mb
+    bubble = (sp.pp - 1) / v * per_mb  # 1F1B: (p-1) slots; interleaved: (p-1)/v
+
+    # --- parameters, data parallelism, optimizer -------------------------------------------------
+    counts = param_counts(m)
+    dense_layer_params = counts.attention + counts.dense_mlp + counts.norms
+    moe_layer_nonexpert = counts.attention + counts.norms + counts.router + counts.shared_experts
+    stage_frac = stage_layers / m.layers
+    embed = m.vocab * m.hidden
+    local_dense = (stage_frac * (counts.dense_layers * dense_layer_params + counts.moe_layers
+                                 * moe_layer_nonexpert) + embed) / tp
+    local_expert = stage_frac * counts.moe_layers * counts.experts * counts.expert / (tp * ep)
+    local_params = local_dense + local_expert
+    dp, z = sp.dp, p.zero_stage
+    dp_span = max(tier_index(net, _span(p.order, deg, d)) for d in ("dp", "ep")) if dp > 1 else 0
+    dp_link = tier_link(net, dp_span)
+    grad_bytes = 2.0  # 16-bit gradients (ZeRO paper accounting, memory.py)
+    if dp > 1:
+        g_dense = local_dense * grad_bytes
+        g_exp = local_expert * grad_bytes
+        exp_dp = dp // ep
+        if z == 0:
+            grad_sync = (collective_time("all_reduce", g_dense, dp, dp_link)
+                         + collective_time("all_reduce", g_exp, exp_dp, dp_link))
+            param_sync = 0.0
+        else:  # distributed optimizer / ZeRO: reduce-scatter gradients, all-gather updated weights
+            grad_sync = (collective_time("reduce_scatter", g_dense, dp, dp_link)
+                         + collective_time("reduce_scatter", g_exp, exp_dp, dp_link))
+            param_sync = (collective_time("all_gather", g_dense, dp, dp_link)
+                          + collective_time("all_gather", g_exp, exp_dp, dp_link))
+    else:
+        grad_sync = param_sync = 0.0
+    # overlap windows: a microbatch's forward and backward wall time, their own exposed comm included
+    fwd_comm = tp_comm / tp_passes + cp_fwd + ep_comm / 2 + pp_comm / 2
+    mb_fwd = stage_layers * lay_f + extra_f + fwd_comm
+    mb_bwd = per_mb - mb_fwd
+    if z >= 3 and dp > 1:
+        # FSDP / ZeRO-3: every microbatch gathers weights for forward and again for backward and
+        # reduce-scatters gradients, prefetched under compute (Zhao et al. 2023, PyTorch FSDP sec. 3.3)
+        exposed_dp = mbs * (max(0.0, param_sync - mb_fwd) + max(0.0, param_sync + grad_sync - mb_bwd))
+    else:  # gradient reduce overlaps the last microbatch's backward; weight gather the next forward
+        exposed_dp = max(0.0, grad_sync - mb_bwd) + max(0.0, param_sync - mb_fwd)
+
+    opt_params = local_params / (dp if z >= 1 else 1)
+    optimizer = opt_params * ADAM_BYTES_PER_PARAM / (acc.hbm_bw_bytes_per_s * cal.HBM_EFFICIENCY)
+    step = pipeline_time + bubble + exposed_dp + optimizer + cal.STEP_OVERHEAD_S
+
+    # --- memory of the busiest device (first stage of the pipeline) -------------------------------
+    states = state_bytes(local_dense, dp, z) .total + state_bytes(local_expert, dp // ep, z).total
+    act_dense = activation_bytes_per_layer(m, b, s, tp, cp, seqpar, p.recompute, fl, moe_layer=False, ep=ep)
+    act_moe = activation_bytes_per_layer(m, b, s, tp, cp, seqpar, p.recompute, fl, moe_layer=True, ep=ep)
+    act_layer = dense_frac * act_dense + (1 - dense_frac) * act_moe
+    inflight = inflight_microbatches(sp.pp, mbs, v)
+    activations = stage_layers * act_layer * inflight
+    if sp.pp == 1:
+        activations += head_activation_bytes(m, b, s, tp, cp)
+    mem = with_runtime_reserve(activations, states)
+
+    # --- outputs -------------------------------------------------------------------------------
+    tokens = w.global_batch_size * s
+    flops = model_flops_per_token(sc) * tokens
+    peak = acc.peak(w.precision)
+    compute_time = mbs * per_mb_compute + optimizer
+    return {
+        "dp": sp.dp, "microbatches": mbs, "layers_per_stage": stage_layers,
+        "step_time_s": step,
+        "tokens_per_s": tokens / step,
+        "tokens_per_s_per_device": tokens / step / sc.num_devices,
+        "model_flops_per_step": flops,
+        "mfu": flops / (step * sc.num_devices * peak) if peak else float("nan"),
+        "compute_time_s": compute_time,
+        "exposed_comm_time_s": mbs * (tp_comm + cp_comm + ep_comm + pp_comm) + exposed_dp,
+        "bubble_time_s": bubble,
+        "tp_comm_time_s": mbs * tp_comm, "cp_comm_time_s": mbs * cp_comm, "ep_comm_time_s": mbs * ep_comm,
+        "pp_comm_time_s": mbs * pp_comm, "dp_comm_exposed_time_s": exposed_dp,
+        "optimizer_time_s": optimizer, "overhead_time_s": cal.STEP_OVERHEAD_S,
+        "tp_tier": tp_link.tier if tp > 1 else None, "dp_tier": dp_link.tier if dp > 1 else None,
+        "weights_gb": state_bytes(local_dense, dp, z).weights / 1e9 + state_bytes(local_expert, dp // ep, z).weights / 1e9,
+        "grads_gb": (state_bytes(local_dense, dp, z).gradients + state_bytes(local_expert, dp // ep, z).gradients) / 1e9,
+        "optimizer_gb": (state_bytes(local_dense, dp, z).optimizer + state_bytes(local_expert, dp // ep, z).optimizer) / 1e9,
+        "activations_gb": activations * cal.ACTIVATION_FRAGMENTATION / 1e9,
+        "reserved_gb": cal.RUNTIME_RESERVED_BYTES / 1e9,
+        "memory_per_device_gb": mem / 1e9,
+        "fits_in_memory": bool(mem <= acc.hbm_bytes),
+    }
+
+
+def _span(order, degrees, dim) -> int:
+    from llmsim.engine.topology import strides
+
+    return strides(order, degrees)[dim] * degrees[dim]
+
+

@@ -1,0 +1,55 @@
+"""Glue between the CLI and the engine for one design point: flags -> scenario -> record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmsim.spec.presets import PresetRegistry
+
+DEFAULT_SCENARIO = Path(__file__).parent / "scenarios" / "default.yaml"
+
+# CLI flag -> dotted path in the scenario
+FLAG_PATHS = {
+    "model": "model", "accelerator": "system.accelerator", "devices": "system.num_devices",
+    "network": "system.network", "tp": "parallel.tp", "pp": "parallel.pp", "dp": "parallel.dp",
+    "cp": "parallel.cp", "ep": "parallel.ep", "microbatch_size": "parallel.microbatch_size",
+    "global_batch_size": "workload.global_batch_size", "seq_len": "workload.seq_len",
+    "recompute": "parallel.recompute", "zero_stage": "parallel.zero_stage",
+    "precision": "workload.precision",
+}
+
+INPUT_COLUMNS = ["model", "accelerator", "network", "num_devices", "tp", "pp", "dp", "cp", "ep",
+                 "microbatch_size", "virtual_stages", "sequence_parallel", "recompute", "zero_stage",
+                 "mode", "precision", "seq_len", "global_batch_size"]
+
+
+def overrides_from_flags(flags: dict, sets: list[str]) -> list[str]:
+    out = [f"{FLAG_PATHS[k]}={v}" for k, v in flags.items() if v is not None]
+    return out + list(sets)
+
+
+def load(path: str | Path | None, registry: PresetRegistry, overrides: list[str]):
+    from llmsim.spec.convert import scenario_values
+    from llmsim.spec.load import load_scenario
+
+    spec = load_scenario(path, registry, overrides, default=DEFAULT_SCENARIO)
+    return scenario_values(spec)
+
+
+def record(sc) -> dict:
+    """Inputs and every output column of one design point, flat."""
+    from llmsim.engine.training import estimate_training
+
+    p, w = sc.parallel, sc.workload
+    rec = {"model": sc.names["model"], "accelerator": sc.names["accelerator"], "network": sc.names["network"],
+           "num_devices": sc.num_devices, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
+           "microbatch_size": p.microbatch_size, "virtual_stages": p.virtual_stages,
+           "sequence_parallel": p.sequence_parallel, "recompute": p.recompute, "zero_stage": p.zero_stage,
+           "mode": w.mode, "precision": w.precision, "seq_len": w.seq_len,
+           "global_batch_size": w.global_batch_size}
+    if w.mode != "training":
+        from llmsim.spec.errors import SpecError
+
+        raise SpecError("workload.mode: inference is not modelled yet (training only in this release)")
+    rec.update(estimate_training(sc))
+    return rec

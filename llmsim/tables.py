@@ -1,0 +1,67 @@
+"""Rich tables for one estimate: headline, time breakdown, memory breakdown."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from llmsim.report import fmt_number
+
+TIME_ROWS = [
+    ("compute (fwd + bwd + recompute + optimizer)", "compute_time_s"),
+    ("tensor-parallel comm (exposed)", "tp_comm_time_s"),
+    ("context-parallel comm (exposed)", "cp_comm_time_s"),
+    ("expert-parallel all-to-all (exposed)", "ep_comm_time_s"),
+    ("pipeline send/recv", "pp_comm_time_s"),
+    ("data-parallel comm (exposed)", "dp_comm_exposed_time_s"),
+    ("pipeline bubble", "bubble_time_s"),
+    ("fixed per-step overhead", "overhead_time_s"),
+]
+MEMORY_ROWS = [
+    ("weights", "weights_gb"), ("gradients", "grads_gb"), ("optimizer states", "optimizer_gb"),
+    ("activations (incl. fragmentation)", "activations_gb"), ("runtime reserve", "reserved_gb"),
+]
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def print_estimate(rec: dict) -> None:
+    console = Console()
+    title = (f"{rec['model']} on {rec['num_devices']} x {rec['accelerator']} ({rec['network']}), "
+             f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} cp={rec['cp']} ep={rec['ep']}, "
+             f"mb={rec['microbatch_size']} x {rec['microbatches']}, {rec['precision']}, "
+             f"recompute={rec['recompute']}, ZeRO-{rec['zero_stage']}")
+    head = Table(title=title, show_header=False, title_justify="left")
+    head.add_column("metric")
+    head.add_column("value", justify="right")
+    head.add_row("step time", f"{fmt_number(rec['step_time_s'])} s")
+    head.add_row("throughput", f"{fmt_number(rec['tokens_per_s'])} tokens/s "
+                               f"({fmt_number(rec['tokens_per_s_per_device'])} per device)")
+    head.add_row("MFU", f"{100 * rec['mfu']:.1f}%")
+    head.add_row("model FLOPs per step", f"{fmt_number(rec['model_flops_per_step'])} FLOP")
+    fits = "[green]fits[/green]" if rec["fits_in_memory"] else "[bold red]DOES NOT FIT[/bold red]"
+    head.add_row("memory per device", f"{fmt_number(rec['memory_per_device_gb'])} GB  {fits}")
+    console.print(head)
+
+    step = rec["step_time_s"]
+    times = Table(title="Step time breakdown", title_justify="left")
+    times.add_column("part")
+    times.add_column("time [s]", justify="right")
+    times.add_column("share", justify="right")
+    for label, key in TIME_ROWS:
+        if rec.get(key):
+            times.add_row(label, fmt_number(rec[key]), _pct(rec[key], step))
+    times.add_row("[bold]step[/bold]", f"[bold]{fmt_number(step)}[/bold]", "100%")
+    console.print(times)
+
+    mem = rec["memory_per_device_gb"]
+    memory = Table(title="Memory per device (busiest stage)", title_justify="left")
+    memory.add_column("part")
+    memory.add_column("GB", justify="right")
+    memory.add_column("share", justify="right")
+    for label, key in MEMORY_ROWS:
+        memory.add_row(label, fmt_number(rec[key]), _pct(rec[key], mem))
+    memory.add_row("[bold]total[/bold]", f"[bold]{fmt_number(mem)}[/bold]", "100%")
+    console.print(memory)

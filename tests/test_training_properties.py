@@ -1,0 +1,49 @@
+"""Invariants of the training model (hypothesis)."""
+
+import dataclasses
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llmsim.engine.training import estimate_training
+from llmsim.estimate import load
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+splits = st.sampled_from([(8, 1, 1), (8, 2, 1), (4, 4, 1), (2, 2, 2), (1, 4, 1), (8, 1, 2)])
+models = st.sampled_from(["llama3-8b", "llama2-13b", "mixtral-8x7b", "gpt3-175b"])
+recompute = st.sampled_from(["none", "selective", "full"])
+zero = st.integers(0, 3)
+
+
+def _scenario(registry, model, split, rc, z):
+    tp, pp, cp = split
+    return load(None, registry, [f"model={model}", f"parallel.tp={tp}", f"parallel.pp={pp}", f"parallel.cp={cp}",
+                                 f"parallel.recompute={rc}", f"parallel.zero_stage={z}",
+                                 "workload.seq_len=4096", "workload.global_batch_size=128"])
+
+
+@SETTINGS
+@given(model=models, split=splits, rc=recompute, z=zero, factor=st.floats(1.0, 8.0))
+def test_more_resources_never_slower(registry, model, split, rc, z, factor):
+    sc = _scenario(registry, model, split, rc, z)
+    base = estimate_training(sc)
+    acc = sc.accelerator
+    faster = [
+        dataclasses.replace(sc, accelerator=dataclasses.replace(acc, hbm_bw_bytes_per_s=acc.hbm_bw_bytes_per_s * factor)),
+        dataclasses.replace(sc, accelerator=dataclasses.replace(
+            acc, peak_flops_per_s={k: v * factor for k, v in acc.peak_flops_per_s.items()},
+            measured_matmul_flops_per_s={k: v * factor for k, v in acc.measured_matmul_flops_per_s.items()})),
+        dataclasses.replace(sc, network=dataclasses.replace(sc.network, tiers=tuple(
+            dataclasses.replace(t, bw_bytes_per_s=t.bw_bytes_per_s * factor) for t in sc.network.tiers))),
+    ]
+    for variant in faster:
+        assert estimate_training(variant)["step_time_s"] <= base["step_time_s"] * (1 + 1e-12)
+
+
+@SETTINGS
+@given(model=models, split=splits, rc=recompute, z=zero)
+def test_mfu_bounded_and_memory_above_weight_shard(registry, model, split, rc, z):
+    out = estimate_training(_scenario(registry, model, split, rc, z))
+    assert 0 < out["mfu"] <= 1
+    assert out["memory_per_device_gb"] >= out["weights_gb"] > 0

@@ -71,6 +71,11 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
     model = {"name": m["name"], "layers": m["layers"], "hidden": m["hidden"], "ffn_hidden": ffn,
              "heads": m["heads"], "kv_heads": m.get("kv_heads") or m["heads"], "vocab": vocab,
              "activation": act}
+    if str(p.get("framework") or "").startswith("Megatron-LM (202"):
+        # Megatron-LM's defaults --attention-dropout 0.1 --hidden-dropout 0.1 (megatron/arguments.py);
+        # Korthikanti's 34*s*b*h activation count includes their masks.
+        model["dropout"] = 0.1
+        notes.append("Megatron-LM default dropout 0.1")
     if m["hidden"] % m["heads"]:
         raise Skip("hidden not divisible by heads")
     framework = str(p.get("notes") or "") + str(p.get("framework") or "")

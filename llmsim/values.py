@@ -43,6 +43,7 @@ class Model:
     tied_embeddings: bool
     bias: bool
     moe: MoE | None = None
+    dropout: float = 0.0
     mla: MLA | None = None
 
     @property

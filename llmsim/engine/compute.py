@@ -83,8 +83,12 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
                 for o in (scores, values)]
         ops.append(Op("softmax", "elementwise", 0.0, heads * q_len * s * 2 * ACT_BYTES, np.inf, 2.0, count,
                       True))
+        if m.dropout:  # dropout on the probabilities: read, write, and a 1-byte mask
+            ops.append(Op("attn_dropout", "elementwise", 0.0, heads * q_len * s * 2.5 * ACT_BYTES, np.inf, 2.0,
+                          count, True))
     ops.append(gemm("out_proj", tokens, h, a * v_dim / tp, wb, count))
-    ops.append(elementwise("attn_residual", norm_tokens * h, 2, 1, count))
+    drop = 0.5 if m.dropout else 0.0  # fused bias-dropout-add also writes a 1-byte mask
+    ops.append(elementwise("attn_residual", norm_tokens * h, 2, 1 + drop, count))
     ops.append(elementwise("mlp_norm", norm_tokens * h, 1, 1, count))
     up = 2 if m.gated else 1
     if moe_layer and m.moe is not None:
@@ -112,7 +116,7 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         ops += [gemm("mlp_up", tokens, up * f / tp, h, wb, count),
                 elementwise("mlp_act", tokens * f / tp, up, 1, count),
                 gemm("mlp_down", tokens, h, f / tp, wb, count)]
-    ops.append(elementwise("mlp_residual", norm_tokens * h, 2, 1, count))
+    ops.append(elementwise("mlp_residual", norm_tokens * h, 2, 1 + drop, count))
     return ops
 
 

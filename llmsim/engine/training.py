@@ -165,8 +165,9 @@ def estimate_training(sc: Scenario) -> dict:
 
     # --- memory of the busiest device (first stage of the pipeline) -------------------------------
     states = state_bytes(local_dense, dp, z) .total + state_bytes(local_expert, dp // ep, z).total
-    act_dense = activation_bytes_per_layer(m, b, s, tp, cp, seqpar, p.recompute, fl, moe_layer=False, ep=ep)
-    act_moe = activation_bytes_per_layer(m, b, s, tp, cp, seqpar, p.recompute, fl, moe_layer=True, ep=ep)
+    drop = m.dropout > 0
+    act_dense = activation_bytes_per_layer(m, b, s, tp, cp, seqpar, p.recompute, fl, drop, moe_layer=False, ep=ep)
+    act_moe = activation_bytes_per_layer(m, b, s, tp, cp, seqpar, p.recompute, fl, drop, moe_layer=True, ep=ep)
     act_layer = dense_frac * act_dense + (1 - dense_frac) * act_moe
     inflight = inflight_microbatches(sp.pp, mbs, v)
     activations = stage_layers * act_layer * inflight

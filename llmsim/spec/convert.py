@@ -25,7 +25,7 @@ def model_values(m: ModelSpec) -> Model:
     return Model(
         name=m.name, layers=m.layers, hidden=m.hidden, ffn_hidden=m.ffn_hidden, heads=m.heads,
         kv_heads=m.kv_heads or m.heads, head_dim=m.head_dim or m.hidden // m.heads, vocab=m.vocab,
-        activation=m.activation, tied_embeddings=m.tied_embeddings, bias=m.bias,
+        activation=m.activation, tied_embeddings=m.tied_embeddings, bias=m.bias, dropout=m.dropout,
         moe=None if m.moe is None else MoE(**m.moe.model_dump()),
         mla=None if m.mla is None else MLA(**m.mla.model_dump()),
     )

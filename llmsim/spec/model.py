@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from llmsim.spec.base import NonNegInt, PosFloat, PosInt, Sources, Strict
 
@@ -48,6 +48,7 @@ class ModelSpec(Strict):
     activation: Activation = "gelu"
     tied_embeddings: bool = False
     bias: bool = False
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)  # attention/hidden dropout probability in training
     max_seq_len: PosInt | None = None
     moe: MoESpec | None = None
     mla: MLASpec | None = None

@@ -45,23 +45,19 @@ def print_estimate(rec: dict) -> None:
     head.add_row("memory per device", f"{fmt_number(rec['memory_per_device_gb'])} GB  {fits}")
     console.print(head)
 
-    step = rec["step_time_s"]
-    times = Table(title="Step time breakdown", title_justify="left")
-    times.add_column("part")
-    times.add_column("time [s]", justify="right")
-    times.add_column("share", justify="right")
-    for label, key in TIME_ROWS:
-        if rec.get(key):
-            times.add_row(label, fmt_number(rec[key]), _pct(rec[key], step))
-    times.add_row("[bold]step[/bold]", f"[bold]{fmt_number(step)}[/bold]", "100%")
-    console.print(times)
+    console.print(_breakdown("Step time breakdown", "time [s]", TIME_ROWS, rec, rec["step_time_s"], skip_zero=True))
+    console.print(_breakdown("Memory per device (busiest stage)", "GB", MEMORY_ROWS, rec,
+                             rec["memory_per_device_gb"], skip_zero=False))
 
-    mem = rec["memory_per_device_gb"]
-    memory = Table(title="Memory per device (busiest stage)", title_justify="left")
-    memory.add_column("part")
-    memory.add_column("GB", justify="right")
-    memory.add_column("share", justify="right")
-    for label, key in MEMORY_ROWS:
-        memory.add_row(label, fmt_number(rec[key]), _pct(rec[key], mem))
-    memory.add_row("[bold]total[/bold]", f"[bold]{fmt_number(mem)}[/bold]", "100%")
-    console.print(memory)
+
+def _breakdown(title: str, unit: str, rows: list[tuple[str, str]], rec: dict, whole: float,
+               skip_zero: bool) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("part")
+    table.add_column(unit, justify="right")
+    table.add_column("share", justify="right")
+    for label, key in rows:
+        if rec.get(key) or not skip_zero:
+            table.add_row(label, fmt_number(rec[key]), _pct(rec[key], whole))
+    table.add_row("[bold]total[/bold]", f"[bold]{fmt_number(whole)}[/bold]", "100%")
+    return table

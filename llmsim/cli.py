@@ -160,7 +160,12 @@ def estimate(
                  seq_len=seq_len, recompute=recompute.value if recompute else None, zero_stage=zero_stage,
                  precision=precision)
     sc = est.load(scenario, registry(ctx), est.overrides_from_flags(flags, set_))
-    rec = est.record(sc)
+    try:
+        rec = est.record(sc)
+    except SpecError as err:  # impossible split: name the scenario it came from
+        if err.file is not None:
+            raise
+        raise SpecError(err.message, file=str(scenario or est.DEFAULT_SCENARIO), path=err.path) from None
     if fmt is Format.table:
         from llmsim.tables import print_estimate
 

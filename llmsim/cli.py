@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -73,7 +72,7 @@ def registry(ctx: typer.Context):
 @presets_app.command("list")
 def presets_list(
     ctx: typer.Context,
-    kind: Optional[Kind] = typer.Option(None, "--kind", help="Only this kind, with its key figures."),
+    kind: Kind | None = typer.Option(None, "--kind", help="Only this kind, with its key figures."),
     fmt: Format = typer.Option(Format.table, "--format", help="table, csv or json."),
 ) -> None:
     """List presets (name first), with key figures when --kind is given."""
@@ -130,23 +129,23 @@ class Recompute(str, Enum):
 @app.command("estimate")
 def estimate(
     ctx: typer.Context,
-    scenario: Optional[Path] = typer.Argument(None, help="Scenario YAML; default: llama3-70b on 64 h100-sxm."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model preset name."),
-    accelerator: Optional[str] = typer.Option(None, "--accelerator", help="Accelerator preset name."),
-    devices: Optional[int] = typer.Option(None, "--devices", help="Number of accelerators."),
-    network: Optional[str] = typer.Option(None, "--network", help="Network preset name."),
-    tp: Optional[int] = typer.Option(None, "--tp", help="Tensor-parallel degree."),
-    pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel degree."),
-    dp: Optional[int] = typer.Option(None, "--dp", help="Data-parallel degree (derived when omitted)."),
-    cp: Optional[int] = typer.Option(None, "--cp", help="Context-parallel degree."),
-    ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel degree."),
-    microbatch_size: Optional[int] = typer.Option(None, "--microbatch-size", help="Sequences per microbatch."),
-    global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size",
+    scenario: Path | None = typer.Argument(None, help="Scenario YAML; default: llama3-70b on 64 h100-sxm."),
+    model: str | None = typer.Option(None, "--model", help="Model preset name."),
+    accelerator: str | None = typer.Option(None, "--accelerator", help="Accelerator preset name."),
+    devices: int | None = typer.Option(None, "--devices", help="Number of accelerators."),
+    network: str | None = typer.Option(None, "--network", help="Network preset name."),
+    tp: int | None = typer.Option(None, "--tp", help="Tensor-parallel degree."),
+    pp: int | None = typer.Option(None, "--pp", help="Pipeline-parallel degree."),
+    dp: int | None = typer.Option(None, "--dp", help="Data-parallel degree (derived when omitted)."),
+    cp: int | None = typer.Option(None, "--cp", help="Context-parallel degree."),
+    ep: int | None = typer.Option(None, "--ep", help="Expert-parallel degree."),
+    microbatch_size: int | None = typer.Option(None, "--microbatch-size", help="Sequences per microbatch."),
+    global_batch_size: int | None = typer.Option(None, "--global-batch-size",
                                                      help="Sequences per optimizer step."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per sequence."),
-    recompute: Optional[Recompute] = typer.Option(None, "--recompute", help="none, selective or full."),
-    zero_stage: Optional[int] = typer.Option(None, "--zero-stage", min=0, max=3, help="ZeRO stage 0-3."),
-    precision: Optional[str] = typer.Option(None, "--precision", help="bf16, fp16, fp8 or fp4."),
+    seq_len: int | None = typer.Option(None, "--seq-len", help="Tokens per sequence."),
+    recompute: Recompute | None = typer.Option(None, "--recompute", help="none, selective or full."),
+    zero_stage: int | None = typer.Option(None, "--zero-stage", min=0, max=3, help="ZeRO stage 0-3."),
+    precision: str | None = typer.Option(None, "--precision", help="bf16, fp16, fp8 or fp4."),
     set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE",
                                    help="Override any field, e.g. --set parallel.virtual_stages=2."),
     fmt: Format = typer.Option(Format.table, "--format", help="table, csv (header + one row) or json."),

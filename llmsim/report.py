@@ -9,8 +9,9 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 FORMATS = ("table", "csv", "json")
 

@@ -3,8 +3,8 @@
 import textwrap
 
 import pytest
-
 from conftest import DATA, run_cli
+
 from llmsim.spec.errors import SpecError
 from llmsim.spec.load import load_scenario
 

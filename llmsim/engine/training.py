@@ -9,15 +9,18 @@ Step time (per optimizer step, the slowest pipeline stage sets the pace):
 
 from __future__ import annotations
 
-import numpy as np
-
 from llmsim.engine import calibration as cal
 from llmsim.engine.collectives import collective_time
 from llmsim.engine.compute import ACT_BYTES, Op, embedding_ops, head_ops, layer_ops, op_time
-from llmsim.engine.memory import (activation_bytes_per_layer, head_activation_bytes,
-                                  inflight_microbatches, state_bytes, with_runtime_reserve)
+from llmsim.engine.memory import (
+    activation_bytes_per_layer,
+    head_activation_bytes,
+    inflight_microbatches,
+    state_bytes,
+    with_runtime_reserve,
+)
 from llmsim.engine.params import param_counts
-from llmsim.engine.split import Split, resolve_split
+from llmsim.engine.split import resolve_split
 from llmsim.engine.topology import group_link, neighbour_link, tier_index, tier_link
 from llmsim.values import Scenario
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from llmsim.spec.hardware import PRECISIONS, AcceleratorSpec, NetworkSpec, PrecisionTflops
 from llmsim.spec.model import ModelSpec
 from llmsim.spec.scenario import ScenarioSpec
-from llmsim.values import (MLA, Accelerator, Model, MoE, Network, Parallel, Scenario, Tier,
-                           Workload)
+from llmsim.values import MLA, Accelerator, Model, MoE, Network, Parallel, Scenario, Tier, Workload
 
 GB = 1e9
 TB = 1e12

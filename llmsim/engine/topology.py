@@ -8,8 +8,6 @@ spans tiers pays the outermost one (its slowest link), reduced by that tier's ov
 
 from __future__ import annotations
 
-import numpy as np
-
 from llmsim.engine import calibration as cal
 from llmsim.engine.collectives import Link
 from llmsim.values import Network
@@ -40,8 +38,7 @@ def tier_link(network: Network, index: int) -> Link:
 
 def group_link(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Link:
     """The link a ``dim`` group communicates over."""
-    stride = strides(order, degrees)[dim]
-    return tier_link(network, tier_index(network, stride * degrees[dim]))
+    return tier_link(network, tier_index(network, group_span(order, degrees, dim)))
 
 
 def neighbour_link(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Link:
@@ -50,5 +47,7 @@ def neighbour_link(network: Network, order: tuple[str, ...], degrees: dict[str, 
     return tier_link(network, tier_index(network, 2 * stride if degrees[dim] > 1 else 1))
 
 
-def spans_ok(value) -> bool:
-    return bool(np.all(value))
+
+def group_span(order: tuple[str, ...], degrees: dict[str, int], dim: str) -> int:
+    """Consecutive ranks a ``dim`` group spans."""
+    return strides(order, degrees)[dim] * degrees[dim]

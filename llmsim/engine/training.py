@@ -21,7 +21,7 @@ from llmsim.engine.memory import (
 )
 from llmsim.engine.params import param_counts
 from llmsim.engine.split import resolve_split
-from llmsim.engine.topology import group_link, neighbour_link, tier_index, tier_link
+from llmsim.engine.topology import group_link, group_span, neighbour_link, tier_index, tier_link
 from llmsim.values import Scenario
 
 ADAM_BYTES_PER_PARAM = 28.0  # reads grad (2) + master, m, v (12); writes master, m, v (12) + 16-bit weight (2)
@@ -133,7 +133,7 @@ def estimate_training(sc: Scenario) -> dict:
     local_expert = stage_frac * counts.moe_layers * counts.experts * counts.expert / (tp * ep)
     local_params = local_dense + local_expert
     dp, z = sp.dp, p.zero_stage
-    dp_span = max(tier_index(net, _span(p.order, deg, d)) for d in ("dp", "ep")) if dp > 1 else 0
+    dp_span = max(tier_index(net, group_span(p.order, deg, d)) for d in ("dp", "ep")) if dp > 1 else 0
     dp_link = tier_link(net, dp_span)
     grad_bytes = 2.0  # 16-bit gradients (ZeRO paper accounting, memory.py)
     if dp > 1:
@@ -167,7 +167,8 @@ def estimate_training(sc: Scenario) -> dict:
     step = pipeline_time + bubble + exposed_dp + optimizer + cal.STEP_OVERHEAD_S
 
     # --- memory of the busiest device (first stage of the pipeline) -------------------------------
-    states = state_bytes(local_dense, dp, z) .total + state_bytes(local_expert, dp // ep, z).total
+    dense_states, expert_states = state_bytes(local_dense, dp, z), state_bytes(local_expert, dp // ep, z)
+    states = dense_states.total + expert_states.total
     drop = m.dropout > 0
     act_dense = activation_bytes_per_layer(m, b, s, tp, cp, seqpar, p.recompute, fl, drop, moe_layer=False, ep=ep)
     act_moe = activation_bytes_per_layer(m, b, s, tp, cp, seqpar, p.recompute, fl, drop, moe_layer=True, ep=ep)
@@ -197,19 +198,12 @@ def estimate_training(sc: Scenario) -> dict:
         "pp_comm_time_s": mbs * pp_comm, "dp_comm_exposed_time_s": exposed_dp,
         "optimizer_time_s": optimizer, "overhead_time_s": cal.STEP_OVERHEAD_S,
         "tp_tier": tp_link.tier if tp > 1 else None, "dp_tier": dp_link.tier if dp > 1 else None,
-        "weights_gb": state_bytes(local_dense, dp, z).weights / 1e9 + state_bytes(local_expert, dp // ep, z).weights / 1e9,
-        "grads_gb": (state_bytes(local_dense, dp, z).gradients + state_bytes(local_expert, dp // ep, z).gradients) / 1e9,
-        "optimizer_gb": (state_bytes(local_dense, dp, z).optimizer + state_bytes(local_expert, dp // ep, z).optimizer) / 1e9,
+        "weights_gb": (dense_states.weights + expert_states.weights) / 1e9,
+        "grads_gb": (dense_states.gradients + expert_states.gradients) / 1e9,
+        "optimizer_gb": (dense_states.optimizer + expert_states.optimizer) / 1e9,
         "activations_gb": activations * cal.ACTIVATION_FRAGMENTATION / 1e9,
         "reserved_gb": cal.RUNTIME_RESERVED_BYTES / 1e9,
         "memory_per_device_gb": mem / 1e9,
         "fits_in_memory": bool(mem <= acc.hbm_bytes),
     }
-
-
-def _span(order, degrees, dim) -> int:
-    from llmsim.engine.topology import strides
-
-    return strides(order, degrees)[dim] * degrees[dim]
-
 

@@ -21,10 +21,15 @@ from llmsim.engine.memory import (
 )
 from llmsim.engine.params import param_counts
 from llmsim.engine.split import resolve_split
+from llmsim.engine.tensor_parallel import layer_tp_comm
 from llmsim.engine.topology import group_link, group_span, neighbour_link, tier_index, tier_link
 from llmsim.values import Scenario
 
-ADAM_BYTES_PER_PARAM = 28.0  # reads grad (2) + master, m, v (12); writes master, m, v (12) + 16-bit weight (2)
+# HBM traffic of one mixed-precision Adam step per local parameter, with fp32 main gradients as
+# Megatron-LM / NeMo accumulate them (--accumulate-allreduce-grads-in-fp32): gradient norm for clipping
+# reads the grad (4); Adam reads grad, master, m, v (16) and writes master, m, v (12); the master is
+# copied to the 16-bit model weight (read 4, write 2); the grad buffer is zeroed (write 4).
+ADAM_BYTES_PER_PARAM = 4.0 + 16.0 + 12.0 + 6.0 + 4.0
 
 
 def model_flops_per_token(sc: Scenario) -> float:
@@ -44,11 +49,6 @@ def _pass_time(ops: list[Op], sc: Scenario):
     bwd = sum(op_time(op, acc, prec) * op.bwd_ratio * op.count for op in ops)
     attn_fwd = sum(op_time(op, acc, prec) * op.count for op in ops if op.core_attention)
     return fwd, bwd, attn_fwd
-
-
-def _gemm_time(ops: list[Op], sc: Scenario):
-    """Forward time of the GEMMs of one layer."""
-    return sum(op_time(op, sc.accelerator, sc.workload.precision) * op.count for op in ops if op.kind == "gemm")
 
 
 def estimate_training(sc: Scenario) -> dict:
@@ -84,16 +84,12 @@ def estimate_training(sc: Scenario) -> dict:
     deg = sp.degrees
     tok_bytes = b * s / cp * m.hidden * ACT_BYTES  # one full activation tensor of the microbatch
     tp_link = group_link(net, p.order, deg, "tp")
-    if seqpar:  # Korthikanti sec. 4.2.2: 2 all-gathers + 2 reduce-scatters forward, the same backward
-        tp_once = 2 * (collective_time("all_gather", tok_bytes, tp, tp_link)
-                       + collective_time("reduce_scatter", tok_bytes, tp, tp_link))
-    else:  # Megatron f/g operators: 2 all-reduces forward, 2 backward
-        tp_once = 2 * collective_time("all_reduce", tok_bytes, tp, tp_link)
-    tp_passes = 2 + (1 if p.recompute == "full" else 0)
-    tp_comm = tp_once * tp_passes * stage_layers
-    if p.tp_comm_overlap:  # collectives split into chunks that run under the neighbouring GEMMs
-        gemm_time = stage_layers * (_gemm_time(dense, sc) * dense_frac + _gemm_time(moe, sc) * (1 - dense_frac))
-        tp_comm = max(0.0, tp_comm - gemm_time * (tp_passes + 2) / 2)
+    tpc_d = layer_tp_comm(dense, tok_bytes, tp, seqpar, tp_link, acc, w.precision, p.tp_comm_overlap)
+    tpc_m = layer_tp_comm(moe, tok_bytes, tp, seqpar, tp_link, acc, w.precision, p.tp_comm_overlap)
+    tp_fwd = stage_layers * (dense_frac * tpc_d.forward_s + (1 - dense_frac) * tpc_m.forward_s)
+    tp_bwd = stage_layers * (dense_frac * tpc_d.backward_s + (1 - dense_frac) * tpc_m.backward_s)
+    # full recomputation runs each layer's forward again, collectives included
+    tp_comm = tp_fwd * (2 if p.recompute == "full" else 1) + tp_bwd
 
     cp_link = group_link(net, p.order, deg, "cp")
     kv_width = (m.heads * (m.head_dim + m.mla.v_head_dim) if m.mla else 2 * m.kv_heads * m.head_dim) / tp
@@ -113,8 +109,13 @@ def estimate_training(sc: Scenario) -> dict:
     pp_comm = 0.0
     if sp.pp > 1:
         pp_link = neighbour_link(net, p.order, deg, "pp")
-        p2p_bytes = tok_bytes / (tp if seqpar else 1)  # scatter/gather optimisation (Narayanan sec. 4.1)
-        pp_comm = 2 * collective_time("p2p", p2p_bytes, 2, pp_link)
+        # scatter/gather optimisation (Narayanan et al. 2021 sec. 4.1): each tp rank sends 1/tp of the
+        # activation; without SP the receivers all-gather it over the tp group's link
+        p2p = collective_time("p2p", tok_bytes / tp, 2, pp_link)
+        if not seqpar:
+            p2p = p2p + collective_time("all_gather", tok_bytes, tp, tp_link)
+        # a microbatch crosses v stage boundaries per device with interleaving (Narayanan sec. 2.2.2)
+        pp_comm = 2 * sp.virtual_stages * p2p
 
     per_mb_compute = stage_layers * (lay_f + lay_b + recompute_per_layer) + extra_f + extra_b
     per_mb = per_mb_compute + tp_comm + cp_comm + ep_comm + pp_comm
@@ -152,7 +153,7 @@ def estimate_training(sc: Scenario) -> dict:
     else:
         grad_sync = param_sync = 0.0
     # overlap windows: a microbatch's forward and backward wall time, their own exposed comm included
-    fwd_comm = tp_comm / tp_passes + cp_fwd + ep_comm / 2 + pp_comm / 2
+    fwd_comm = tp_fwd + cp_fwd + ep_comm / 2 + pp_comm / 2
     mb_fwd = stage_layers * lay_f + extra_f + fwd_comm
     mb_bwd = per_mb - mb_fwd
     if z >= 3 and dp > 1:

@@ -1,0 +1,65 @@
+"""Exposed tensor-parallel communication of one transformer layer, per microbatch.
+
+Megatron-LM's f/g operators (Shoeybi et al. 2019, fig. 3) put, per block (attention, MLP), one all-reduce
+in the forward (after the row-parallel GEMM) and one in the backward (the input gradient of the
+column-parallel GEMM). With sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2) each all-reduce
+becomes an all-gather + reduce-scatter pair, and the backward all-gathers the saved sharded input again
+for the weight gradient.
+
+Overlap in the backward (Megatron-LM ``LinearWithGradAccumulationAndAsyncCommunication``, on by default
+since 2022): the column-parallel GEMM's input-gradient all-reduce (SP: reduce-scatter) runs while its
+weight-gradient GEMM computes, and the SP re-all-gather of its input runs under its input-gradient GEMM.
+Only what outlasts that GEMM is exposed. Forward collectives sit on the critical path (the next GEMM needs
+their result) unless ``tp_comm_overlap`` splits them into chunks under the neighbouring GEMMs
+(Transformer Engine userbuffers comm-GEMM overlap, Megatron-Core ``--tp-comm-overlap``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from llmsim.engine.collectives import Link, collective_time
+from llmsim.engine.compute import Op, op_time
+from llmsim.values import Accelerator
+
+# GEMMs that take a block's replicated input and split their output over tp (column-parallel)
+ATTENTION_COLUMN = ("qkv_proj", "q_proj", "q_up", "kv_up")
+MLP_COLUMN = ("mlp_up", "experts_up", "shared_up")
+
+
+@dataclass(frozen=True)
+class TPComm:
+    forward_s: float  # exposed in one forward pass of the layer
+    backward_s: float  # exposed in one backward pass (recomputation not included)
+
+
+def _column_gemm_time(ops: list[Op], names: tuple[str, ...], acc: Accelerator, precision: str):
+    """Forward time of a block's column-parallel GEMMs (= their dgrad time = their wgrad time)."""
+    return sum(op_time(op, acc, precision) * op.count for op in ops if op.name in names)
+
+
+def layer_tp_comm(ops: list[Op], act_bytes, tp: int, seqpar: bool, link: Link, acc: Accelerator,
+                  precision: str, overlap: bool) -> TPComm:
+    """Exposed TP communication of one layer whose operators are ``ops``; ``act_bytes`` is one full
+    (unsplit) activation tensor of the microbatch."""
+    if tp <= 1:
+        return TPComm(0.0, 0.0)
+    windows = [_column_gemm_time(ops, names, acc, precision) for names in (ATTENTION_COLUMN, MLP_COLUMN)]
+    if seqpar:
+        ag = collective_time("all_gather", act_bytes, tp, link)
+        rs = collective_time("reduce_scatter", act_bytes, tp, link)
+        fwd = 2 * (ag + rs)
+        # per block: the all-gather of the output gradient (g's backward) is exposed; the input
+        # re-all-gather hides under dgrad, the input-gradient reduce-scatter under wgrad
+        bwd = sum(ag + np.maximum(0.0, ag - w) + np.maximum(0.0, rs - w) for w in windows)
+    else:
+        ar = collective_time("all_reduce", act_bytes, tp, link)
+        fwd = 2 * ar
+        bwd = sum(np.maximum(0.0, ar - w) for w in windows)
+    if overlap:  # every collective chunked under the GEMMs next to it
+        gemm_fwd = sum(op_time(op, acc, precision) * op.count for op in ops if op.kind == "gemm")
+        fwd = np.maximum(0.0, fwd - gemm_fwd)
+        bwd = np.maximum(0.0, bwd - 2 * gemm_fwd)
+    return TPComm(fwd, bwd)

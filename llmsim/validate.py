@@ -84,10 +84,19 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
     if microbatch is None:
         microbatch = 1
         notes.append("microbatch 1 assumed")
+    megatron_core = any(k in framework for k in ("Megatron-Core", "NeMo"))
+    sp = p.get("sp")
+    if sp is None and megatron_core and (p["tp"] or 1) > 1:
+        sp = True  # Megatron-Core: --tp-comm-overlap requires --sequence-parallel; NeMo turns it on with TP
+        notes.append("sequence parallelism assumed (Megatron-Core default with TP)")
+    zero = _zero(p.get("zero_or_fsdp"))
+    if p.get("zero_or_fsdp") is None and "NeMo" in framework:
+        zero = 1  # NeMo LLM recipes: optim.name distributed_fused_adam (ZeRO-1-like distributed optimizer)
+        notes.append("NeMo distributed optimizer (ZeRO-1) assumed")
     parallel = {"tp": p["tp"] or 1, "pp": p["pp"] or 1, "dp": p.get("dp"), "cp": p.get("cp") or 1,
                 "ep": p.get("ep") or 1, "microbatch_size": microbatch,
-                "virtual_stages": p.get("vpp") or 1, "sequence_parallel": bool(p.get("sp")),
-                "recompute": _recompute(p.get("recompute")), "zero_stage": _zero(p.get("zero_or_fsdp")),
+                "virtual_stages": p.get("vpp") or 1, "sequence_parallel": bool(sp),
+                "recompute": _recompute(p.get("recompute")), "zero_stage": zero,
                 "tp_comm_overlap": "tp-comm-overlap" in framework,
                 # Megatron-LM of 2021-22 predates FlashAttention (Dao et al., May 2022)
                 "flash_attention": not str(p.get("framework") or "").startswith("Megatron-LM (202")}

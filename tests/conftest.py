@@ -21,4 +21,4 @@ def run_cli(*args: str, env: dict | None = None, cwd: str | None = None) -> subp
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", "from llmsim.cli import main; main()", *args],
-                          capture_output=True, text=True, env=full_env, cwd=cwd)
+                          capture_output=True, text=True, env=full_env, cwd=cwd, check=False)

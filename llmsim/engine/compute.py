@@ -28,13 +28,15 @@ class Op:
     bwd_ratio: float = 2.0  # backward work / forward work (dgrad + wgrad = 2x for a GEMM)
     count: float = 1.0  # how many layers of this kind the op stands for
     core_attention: bool = False  # recomputed by selective recomputation (Korthikanti sec. 5)
+    cast_elems: tuple = (0.0, 0.0)  # 16-bit GEMM input (forward) and output-gradient (backward) elements
 
 
 def gemm(name: str, m, n, k, wbytes: float, count: float = 1.0) -> Op:
     """C[m,n] = A[m,k] B[k,n]: 2mnk FLOPs; reads A (activations) and B (weights), writes C."""
     flops = 2.0 * m * n * k
     nbytes = (m * k + m * n) * ACT_BYTES + k * n * wbytes
-    return Op(name, "gemm", flops, nbytes, np.minimum(np.minimum(m, n), k), 2.0, count)
+    return Op(name, "gemm", flops, nbytes, np.minimum(np.minimum(m, n), k), 2.0, count,
+              cast_elems=(m * k, m * n))
 
 
 def elementwise(name: str, elements, reads: float, writes: float, count: float = 1.0) -> Op:
@@ -117,12 +119,27 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
                 elementwise("mlp_act", tokens * f / tp, up, 1, count),
                 gemm("mlp_down", tokens, h, f / tp, wb, count)]
     ops.append(elementwise("mlp_residual", norm_tokens * h, 2, 1 + drop, count))
-    return ops
+    return ops + low_precision_casts(ops, precision)
 
 
 def _scale(op: Op, times) -> Op:
     """``times`` identical GEMMs (a grouped GEMM over local experts)."""
-    return Op(op.name, op.kind, op.flops * times, op.bytes * times, op.min_dim, op.bwd_ratio, op.count)
+    return Op(op.name, op.kind, op.flops * times, op.bytes * times, op.min_dim, op.bwd_ratio, op.count,
+              cast_elems=tuple(e * times for e in op.cast_elems))
+
+
+def low_precision_casts(ops: list[Op], precision: str) -> list[Op]:
+    """Quantisation kernels of FP8/FP4 GEMMs (Transformer Engine ``cast_transpose``): each 16-bit GEMM
+    input is read once and written in low precision twice (row- and column-major, the latter for the
+    weight-gradient GEMM), and so is each output gradient in the backward. Weight casts are cached across
+    microbatches (TE ``is_first_microbatch``) and left out."""
+    wb = PRECISION_BYTES[precision]
+    if wb >= ACT_BYTES:
+        return []
+    per_elem = ACT_BYTES + 2 * wb
+    return [Op(f"{op.name}_cast", "elementwise", 0.0, op.cast_elems[0] * per_elem, np.inf,
+               op.cast_elems[1] / op.cast_elems[0], op.count)
+            for op in ops if op.kind == "gemm" and not op.core_attention and op.name != "router"]
 
 
 def head_ops(m: Model, b, s, tp, cp, precision: str) -> list[Op]:

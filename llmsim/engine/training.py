@@ -128,13 +128,16 @@ def estimate_training(sc: Scenario) -> dict:
     dense_layer_params = counts.attention + counts.dense_mlp + counts.norms
     moe_layer_nonexpert = counts.attention + counts.norms + counts.router + counts.shared_experts
     stage_frac = stage_layers / m.layers
-    embed = m.vocab * m.hidden
+    # input embedding on the first stage, output projection on the last (both on one stage when pp = 1)
+    embed = m.vocab * m.hidden * (2 if sp.pp == 1 and not m.tied_embeddings else 1)
     local_dense = (stage_frac * (counts.dense_layers * dense_layer_params + counts.moe_layers
                                  * moe_layer_nonexpert) + embed) / tp
     local_expert = stage_frac * counts.moe_layers * counts.experts * counts.expert / (tp * ep)
     local_params = local_dense + local_expert
-    dp, z = sp.dp, p.zero_stage
-    dp_span = max(tier_index(net, group_span(p.order, deg, d)) for d in ("dp", "ep")) if dp > 1 else 0
+    # context-parallel ranks hold the same weights: gradients are reduced, and ZeRO shards, over dp * cp
+    # (Megatron-Core's data-parallel group "with context parallel")
+    dp, z = sp.dp * cp, p.zero_stage
+    dp_span = max(tier_index(net, group_span(p.order, deg, d)) for d in ("dp", "ep", "cp")) if dp > 1 else 0
     dp_link = tier_link(net, dp_span)
     grad_bytes = 2.0  # 16-bit gradients (ZeRO paper accounting, memory.py)
     if dp > 1:
@@ -198,7 +201,7 @@ def estimate_training(sc: Scenario) -> dict:
         "tp_comm_time_s": mbs * tp_comm, "cp_comm_time_s": mbs * cp_comm, "ep_comm_time_s": mbs * ep_comm,
         "pp_comm_time_s": mbs * pp_comm, "dp_comm_exposed_time_s": exposed_dp,
         "optimizer_time_s": optimizer, "overhead_time_s": cal.STEP_OVERHEAD_S,
-        "tp_tier": tp_link.tier if tp > 1 else None, "dp_tier": dp_link.tier if dp > 1 else None,
+        "tp_tier": tp_link.tier if tp > 1 else None, "dp_tier": dp_link.tier if sp.dp > 1 else None,
         "weights_gb": (dense_states.weights + expert_states.weights) / 1e9,
         "grads_gb": (dense_states.gradients + expert_states.gradients) / 1e9,
         "optimizer_gb": (dense_states.optimizer + expert_states.optimizer) / 1e9,

@@ -71,3 +71,17 @@ def test_zero_shards_over_data_and_context_parallel_ranks(registry):
                                "parallel.cp=2", "parallel.zero_stage=3", "workload.global_batch_size=4",
                                "workload.seq_len=8192"])
     assert estimate_training(sc)["weights_gb"] == pytest.approx(8_030_261_248 * 2 / 4 / 1e9)
+
+
+def test_ring_latency_mixes_tiers_by_hops(registry):
+    from llmsim.engine.topology import group_link
+    net = load(None, registry, ["system.network=dgx-h100"]).network
+    order = ("tp", "cp", "ep", "dp", "pp")
+    # dp = 16 with tp = 1: 8 members per NVLink domain, so 7 of every 8 ring hops stay on NVLink:
+    # 0.875 * 3.4 us + 0.125 * 14 us = 4.725 us per step, at the InfiniBand tier's bandwidth
+    link = group_link(net, order, {"tp": 1, "cp": 1, "ep": 1, "dp": 16, "pp": 1}, "dp")
+    assert link.latency_s == pytest.approx(4.725e-6)
+    assert link.tier == "infiniband"
+    # with tp = 8 every dp neighbour sits in another node: all 14 us hops
+    link = group_link(net, order, {"tp": 8, "cp": 1, "ep": 1, "dp": 16, "pp": 1}, "dp")
+    assert link.latency_s == pytest.approx(14e-6)

@@ -37,8 +37,23 @@ def tier_link(network: Network, index: int) -> Link:
 
 
 def group_link(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Link:
-    """The link a ``dim`` group communicates over."""
-    return tier_link(network, tier_index(network, group_span(order, degrees, dim)))
+    """The link a ``dim`` group communicates over: the bandwidth of the outermost tier it spans, and the
+    mean per-step latency of a ring through it, whose hops stay inside the inner tiers except where the
+    ring crosses from one inner domain to the next (NCCL rings: one network hop per node)."""
+    index = tier_index(network, group_span(order, degrees, dim))
+    link = tier_link(network, index)
+    n = degrees[dim]
+    if index == 0 or n <= 1:
+        return link
+    stride = strides(order, degrees)[dim]
+    latency, remaining = 0.0, 1.0  # share of ring hops not yet assigned to a tier
+    for tier in network.tiers[:index]:
+        per_domain = min(n, max(1, tier.size // stride))  # group members inside one domain of this tier
+        inside = remaining * (1 - 1 / per_domain)
+        latency += inside * tier.latency_s
+        remaining -= inside
+    latency += remaining * network.tiers[index].latency_s
+    return Link(link.bw_bytes_per_s, latency, link.tier, link.in_network_reduction)
 
 
 def neighbour_link(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Link:

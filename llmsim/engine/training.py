@@ -22,7 +22,7 @@ from llmsim.engine.memory import (
 from llmsim.engine.params import param_counts
 from llmsim.engine.split import resolve_split
 from llmsim.engine.tensor_parallel import layer_tp_comm
-from llmsim.engine.topology import group_link, group_span, neighbour_link, tier_index, tier_link
+from llmsim.engine.topology import group_link, group_span, neighbour_link, tier_link
 from llmsim.values import Scenario
 
 # HBM traffic of one mixed-precision Adam step per local parameter, with fp32 main gradients as
@@ -137,24 +137,23 @@ def estimate_training(sc: Scenario) -> dict:
     # context-parallel ranks hold the same weights: gradients are reduced, and ZeRO shards, over dp * cp
     # (Megatron-Core's data-parallel group "with context parallel")
     dp, z = sp.dp * cp, p.zero_stage
-    dp_span = max(tier_index(net, group_span(p.order, deg, d)) for d in ("dp", "ep", "cp")) if dp > 1 else 0
-    dp_link = tier_link(net, dp_span)
+    widest = max(("dp", "ep", "cp"), key=lambda d: group_span(p.order, deg, d))
+    dp_link = group_link(net, p.order, deg, widest) if dp > 1 else tier_link(net, 0)
     grad_bytes = 2.0  # 16-bit gradients (ZeRO paper accounting, memory.py)
-    if dp > 1:
-        g_dense = local_dense * grad_bytes
-        g_exp = local_expert * grad_bytes
-        exp_dp = dp // ep
-        if z == 0:
-            grad_sync = (collective_time("all_reduce", g_dense, dp, dp_link)
-                         + collective_time("all_reduce", g_exp, exp_dp, dp_link))
-            param_sync = 0.0
-        else:  # distributed optimizer / ZeRO: reduce-scatter gradients, all-gather updated weights
-            grad_sync = (collective_time("reduce_scatter", g_dense, dp, dp_link)
-                         + collective_time("reduce_scatter", g_exp, exp_dp, dp_link))
-            param_sync = (collective_time("all_gather", g_dense, dp, dp_link)
-                          + collective_time("all_gather", g_exp, exp_dp, dp_link))
-    else:
-        grad_sync = param_sync = 0.0
+    # FSDP / ZeRO-3 issues one collective per wrapped layer (Zhao et al. 2023, PyTorch FSDP sec. 3.2), so
+    # each pays its own latency; ZeRO-0/1/2 reduce the gradients in a few large buckets
+    units = stage_layers if z >= 3 else 1
+
+    def sync(op: str) -> float:
+        if dp <= 1:
+            return 0.0
+        return units * (collective_time(op, local_dense * grad_bytes / units, dp, dp_link)
+                        + collective_time(op, local_expert * grad_bytes / units, dp // ep, dp_link))
+
+    if z == 0:
+        grad_sync, param_sync = sync("all_reduce"), 0.0
+    else:  # distributed optimizer / ZeRO: reduce-scatter gradients, all-gather updated weights
+        grad_sync, param_sync = sync("reduce_scatter"), sync("all_gather")
     # overlap windows: a microbatch's forward and backward wall time, their own exposed comm included
     fwd_comm = tp_fwd + cp_fwd + ep_comm / 2 + pp_comm / 2
     mb_fwd = stage_layers * lay_f + extra_f + fwd_comm

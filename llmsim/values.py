@@ -87,6 +87,8 @@ class Tier:
     radix: int | None = None
     levels: int | None = None
     rail_optimized: bool = False
+    group_size: int | None = None
+    global_bw_bytes_per_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 import pytest
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.collectives import Link, collective_time
+from llmsim.engine.collectives import collective_time, flat_path
 from llmsim.engine.compute import gemm, layer_ops, low_precision_casts, op_time
 from llmsim.engine.tensor_parallel import layer_tp_comm
 from llmsim.engine.training import estimate_training
@@ -28,11 +28,11 @@ def test_backward_all_reduce_hides_under_weight_gradient(acc):
     ops = layer_ops(GPT_22B, sp=False, **GPT_22B_ARGS)
     w_attn, w_mlp = _windows(ops, acc)
     act = 4 * 2048 * 6144 * 2.0  # b*s*h 16-bit elements: 100.7 MB
-    fast = Link(1e15, 0.0, "nvlink")  # the all-reduce is shorter than either wgrad GEMM: nothing exposed
+    fast = flat_path(1e15, 0.0, "nvlink", 8)  # the all-reduce is shorter than either wgrad GEMM: nothing exposed
     tpc = layer_tp_comm(ops, act, 8, False, fast, acc, "bf16", overlap=False)
     assert tpc.backward_s == 0.0
     assert tpc.forward_s == pytest.approx(2 * collective_time("all_reduce", act, 8, fast))
-    slow = Link(1e9, 0.0, "slow")  # 1 GB/s: each all-reduce (2*7/8*100.7 MB = 176 ms) outlasts its GEMM
+    slow = flat_path(1e9, 0.0, "slow", 8)  # 1 GB/s: each all-reduce (2*7/8*100.7 MB = 176 ms) outlasts its GEMM
     ar = collective_time("all_reduce", act, 8, slow)
     tpc = layer_tp_comm(ops, act, 8, False, slow, acc, "bf16", overlap=False)
     assert tpc.backward_s == pytest.approx(2 * ar - w_attn - w_mlp)
@@ -41,7 +41,7 @@ def test_backward_all_reduce_hides_under_weight_gradient(acc):
 def test_sequence_parallel_backward_exposes_the_gradient_all_gathers(acc):
     ops = layer_ops(GPT_22B, sp=True, **GPT_22B_ARGS)
     act = 4 * 2048 * 6144 * 2.0
-    fast = Link(1e15, 0.0, "nvlink")
+    fast = flat_path(1e15, 0.0, "nvlink", 8)
     ag = collective_time("all_gather", act, 8, fast)
     tpc = layer_tp_comm(ops, act, 8, True, fast, acc, "bf16", overlap=False)
     # the re-all-gather and the reduce-scatter hide under dgrad / wgrad; g's backward all-gather does not
@@ -74,14 +74,18 @@ def test_zero_shards_over_data_and_context_parallel_ranks(registry):
 
 
 def test_ring_latency_mixes_tiers_by_hops(registry):
-    from llmsim.engine.topology import group_link
+    from llmsim.engine.collectives import collective
+    from llmsim.engine.topology import group_path
     net = load(None, registry, ["system.network=dgx-h100"]).network
     order = ("tp", "cp", "ep", "dp", "pp")
-    # dp = 16 with tp = 1: 8 members per NVLink domain, so 7 of every 8 ring hops stay on NVLink:
-    # 0.875 * 3.4 us + 0.125 * 14 us = 4.725 us per step, at the InfiniBand tier's bandwidth
-    link = group_link(net, order, {"tp": 1, "cp": 1, "ep": 1, "dp": 16, "pp": 1}, "dp")
-    assert link.latency_s == pytest.approx(4.725e-6)
-    assert link.tier == "infiniband"
-    # with tp = 8 every dp neighbour sits in another node: all 14 us hops
-    link = group_link(net, order, {"tp": 8, "cp": 1, "ep": 1, "dp": 16, "pp": 1}, "dp")
-    assert link.latency_s == pytest.approx(14e-6)
+    # dp = 16 with tp = 1: 8 members per node on NVLink, then 2 nodes over InfiniBand
+    path = group_path(net, order, {"tp": 1, "cp": 1, "ep": 1, "dp": 16, "pp": 1}, "dp")
+    assert [(lv.tier, lv.ranks) for lv in path.levels] == [("nvlink", 8), ("infiniband", 2)]
+    # a 1-byte ring all-reduce: 2 * 15 steps, 7 of every 8 on NVLink (3.4 us), 1 on IB (14 us), at the
+    # LL protocol's 0.18 of the Simple step: 30 * (0.875 * 3.4 + 0.125 * 14) * 0.18 = 25.515 us + 7 us launch
+    ring = collective("all_reduce", 1, path, algorithm="ring")
+    assert ring.protocol == "ll"
+    assert ring.time_s == pytest.approx(32.515e-6, rel=1e-3)
+    # with tp = 8 every dp neighbour sits in another node: one InfiniBand level of 16
+    path = group_path(net, order, {"tp": 8, "cp": 1, "ep": 1, "dp": 16, "pp": 1}, "dp")
+    assert [(lv.tier, lv.ranks) for lv in path.levels] == [("infiniband", 16)]

@@ -45,3 +45,22 @@ ACTIVATION_FRAGMENTATION = 1.10
 # Fixed per-step time outside the model: data loader, logging, gradient-norm all-reduce, launch of the
 # optimizer step. Megatron-LM logs ~10-50 ms of such work per iteration on large runs.
 STEP_OVERHEAD_S = 0.02
+
+# Collective-library constants (NCCL's analytical tuner, src/graph/tuning.cc, ../shared/data/hardware.md
+# sec. 2.3): a fixed launch cost per collective (baseLat 6.6-8.4 us), and per protocol a (latency,
+# bandwidth) multiplier on a tier's Simple-protocol step latency and link bandwidth: LL 0.6/3.4 us on
+# NVLink at half the bandwidth (8-byte flag per 8 bytes), LL128 1.9/3.4 us at 0.92 of it.
+COLLECTIVE_BASE_LATENCY_S = 7.0e-6
+PROTOCOLS = {"simple": (1.0, 1.0), "ll128": (0.56, 0.92), "ll": (0.18, 0.5)}
+
+# In-network reduction (NVLS on NVSwitch, SHARP on InfiniBand): all-reduce algbw as a fraction of the
+# per-direction line rate, 275 of 450 GB/s on 8x H100 (nccl-tests #212, busbw ~480 GB/s), and its
+# per-collective latency (NCCL hwLat NVLS 25 us).
+IN_NETWORK_EFFICIENCY = 0.61
+IN_NETWORK_LATENCY_S = 25e-6
+
+# Fixed cost of each GPU kernel beyond its roofline time: launch, ramp-up and the tail of the last wave.
+# CUDA kernel launch latency is ~2-5 us and back-to-back kernels leave ~1-3 us gaps (NVIDIA CUDA C++ Best
+# Practices Guide, "kernel launch overhead"; Nsight traces of Megatron-LM layers). It weighs on small
+# models on fast devices, where kernels are short.
+KERNEL_OVERHEAD_S = 5e-6

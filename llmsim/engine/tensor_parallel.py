@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmsim.engine.collectives import Link, collective_time
+from llmsim.engine.collectives import Path, collective_time
 from llmsim.engine.compute import Op, op_time
 from llmsim.values import Accelerator
 
@@ -40,7 +40,7 @@ def _column_gemm_time(ops: list[Op], names: tuple[str, ...], acc: Accelerator, p
     return sum(op_time(op, acc, precision) * op.count for op in ops if op.name in names)
 
 
-def layer_tp_comm(ops: list[Op], act_bytes, tp: int, seqpar: bool, link: Link, acc: Accelerator,
+def layer_tp_comm(ops: list[Op], act_bytes, tp: int, seqpar: bool, link: Path, acc: Accelerator,
                   precision: str, overlap: bool) -> TPComm:
     """Exposed TP communication of one layer whose operators are ``ops``; ``act_bytes`` is one full
     (unsplit) activation tensor of the microbatch."""

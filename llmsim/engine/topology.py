@@ -1,16 +1,21 @@
 """Placing parallel groups on the network's tiers.
 
 Ranks are numbered with the dimensions of ``parallel.order`` innermost first (default tp, cp, ep, dp, pp,
-as Megatron-LM lays them out). A group of ``n`` ranks whose members sit ``stride`` ranks apart spans
-``stride * n`` consecutive ranks and so stays inside the first tier at least that large; a group that
-spans tiers pays the outermost one (its slowest link), reduced by that tier's oversubscription.
+as Megatron-LM lays them out). A group of ``n`` ranks whose members sit ``stride`` ranks apart has
+min(n, tier_size / stride) members inside one domain of each tier; the ratio between consecutive tiers
+is that level's rank count in the group's ``Path``. What a rank gets on a level depends on the tier's
+topology: a switch or fat-tree gives its full per-device bandwidth (a fat-tree divided by its
+oversubscription once the group leaves a leaf switch); a dragonfly its global-link share once the group
+leaves a dragonfly group; a torus the links of the dimensions the group spans.
 """
 
 from __future__ import annotations
 
+import math
+
 from llmsim.engine import calibration as cal
-from llmsim.engine.collectives import Link
-from llmsim.values import Network
+from llmsim.engine.collectives import Level, Path
+from llmsim.values import Network, Tier
 
 
 def strides(order: tuple[str, ...], degrees: dict[str, int]) -> dict[str, int]:
@@ -21,48 +26,73 @@ def strides(order: tuple[str, ...], degrees: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def tier_index(network: Network, span) -> int:
-    """Index of the innermost tier whose groups hold ``span`` consecutive ranks."""
-    for i, tier in enumerate(network.tiers):
-        if span <= tier.size:
-            return i
-    return len(network.tiers) - 1
-
-
-def tier_link(network: Network, index: int) -> Link:
-    tier = network.tiers[index]
-    eff = cal.SCALEUP_LINK_EFFICIENCY if index == 0 else cal.SCALEOUT_LINK_EFFICIENCY
-    return Link(bw_bytes_per_s=tier.bw_bytes_per_s * eff / tier.oversubscription, latency_s=tier.latency_s,
-                tier=tier.name, in_network_reduction=tier.in_network_reduction)
-
-
-def group_link(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Link:
-    """The link a ``dim`` group communicates over: the bandwidth of the outermost tier it spans, and the
-    mean per-step latency of a ring through it, whose hops stay inside the inner tiers except where the
-    ring crosses from one inner domain to the next (NCCL rings: one network hop per node)."""
-    index = tier_index(network, group_span(order, degrees, dim))
-    link = tier_link(network, index)
-    n = degrees[dim]
-    if index == 0 or n <= 1:
-        return link
-    stride = strides(order, degrees)[dim]
-    latency, remaining = 0.0, 1.0  # share of ring hops not yet assigned to a tier
-    for tier in network.tiers[:index]:
-        per_domain = min(n, max(1, tier.size // stride))  # group members inside one domain of this tier
-        inside = remaining * (1 - 1 / per_domain)
-        latency += inside * tier.latency_s
-        remaining -= inside
-    latency += remaining * network.tiers[index].latency_s
-    return Link(link.bw_bytes_per_s, latency, link.tier, link.in_network_reduction)
-
-
-def neighbour_link(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Link:
-    """The link between a rank and its next ``dim`` neighbour (pipeline send/recv)."""
-    stride = strides(order, degrees)[dim]
-    return tier_link(network, tier_index(network, 2 * stride if degrees[dim] > 1 else 1))
-
-
-
 def group_span(order: tuple[str, ...], degrees: dict[str, int], dim: str) -> int:
     """Consecutive ranks a ``dim`` group spans."""
     return strides(order, degrees)[dim] * degrees[dim]
+
+
+def torus_extents(dims: tuple[int, ...], stride: int, count: int) -> tuple[int, ...]:
+    """Extent in each torus dimension (filled in order) of ``count`` ranks ``stride`` apart."""
+    out = []
+    for d in dims:
+        if count <= 1:
+            break
+        if stride >= d:
+            stride = max(1, stride // d)
+            continue
+        e = min(count, max(1, d // stride))
+        out.append(e)
+        count = math.ceil(count / e)
+        stride = 1
+    return tuple(out)
+
+
+def _level(network: Network, i: int, ranks: int, stride: int, span: int) -> Level:
+    """What each of a group's ranks gets on tier ``i``; ``stride`` and ``span`` in devices."""
+    tier: Tier = network.tiers[i]
+    eff = cal.SCALEUP_LINK_EFFICIENCY if i == 0 else cal.SCALEOUT_LINK_EFFICIENCY
+    bw = tier.bw_bytes_per_s * eff
+    extents: tuple[int, ...] = ()
+    inner_size = network.tiers[i - 1].size if i else 1
+    if tier.topology == "fat-tree":
+        # a leaf switch has radix/2 down-ports: radix/2 nodes per rail when rail-optimised (each GPU's NIC
+        # on its own rail), else radix/2 NICs; beyond a leaf the traffic meets the oversubscribed uplinks
+        leaf = (tier.radix or 64) // 2 * (inner_size if tier.rail_optimized else 1)
+        if span > leaf:
+            bw /= tier.oversubscription
+    elif tier.topology == "dragonfly":
+        if tier.group_size and span > tier.group_size and tier.global_bw_bytes_per_s:
+            bw = min(bw, tier.global_bw_bytes_per_s * eff)
+    elif tier.topology in ("torus2d", "torus3d"):
+        extents = torus_extents(tier.dims, max(1, stride // inner_size), ranks)
+        bw = bw * len(extents) / len(tier.dims)  # the used dimensions' links of the rank's 2*D links
+    elif tier.topology == "ring":
+        pass  # both directions of the ring: the tier's figure already counts the two links
+    else:  # switch, full-mesh: oversubscription if the preset gives one
+        bw /= tier.oversubscription
+    return Level(tier.name, tier.topology, ranks, bw, tier.latency_s, tier.in_network_reduction,
+                 tier.bw_bytes_per_s, extents)
+
+
+def path_of(network: Network, stride: int, n: int) -> Path:
+    """Path of ``n`` ranks ``stride`` apart."""
+    levels, inside = [], 1
+    for i, tier in enumerate(network.tiers):
+        last = i == len(network.tiers) - 1
+        members = n if last else min(n, max(1, tier.size // stride))
+        if members > inside:
+            levels.append(_level(network, i, members // inside, stride, stride * members))
+            inside = members
+        if inside >= n:
+            break
+    return Path(tuple(levels))
+
+
+def group_path(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Path:
+    """The path a ``dim`` group communicates over."""
+    return path_of(network, strides(order, degrees)[dim], degrees[dim])
+
+
+def neighbour_path(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Path:
+    """The path between a rank and its next ``dim`` neighbour (pipeline send/recv)."""
+    return path_of(network, strides(order, degrees)[dim], 2 if degrees[dim] > 1 else 1)

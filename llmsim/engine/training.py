@@ -22,7 +22,7 @@ from llmsim.engine.memory import (
 from llmsim.engine.params import param_counts
 from llmsim.engine.split import resolve_split
 from llmsim.engine.tensor_parallel import layer_tp_comm
-from llmsim.engine.topology import group_link, group_span, neighbour_link, tier_link
+from llmsim.engine.topology import group_path, neighbour_path, path_of, strides
 from llmsim.values import Scenario
 
 # HBM traffic of one mixed-precision Adam step per local parameter, with fp32 main gradients as
@@ -45,9 +45,10 @@ def model_flops_per_token(sc: Scenario) -> float:
 
 def _pass_time(ops: list[Op], sc: Scenario):
     acc, prec = sc.accelerator, sc.workload.precision
-    fwd = sum(op_time(op, acc, prec) * op.count for op in ops)
-    bwd = sum(op_time(op, acc, prec) * op.bwd_ratio * op.count for op in ops)
-    attn_fwd = sum(op_time(op, acc, prec) * op.count for op in ops if op.core_attention)
+    k = cal.KERNEL_OVERHEAD_S  # one kernel per op forward, two (input and weight gradient) backward
+    fwd = sum((op_time(op, acc, prec) + k) * op.count for op in ops)
+    bwd = sum((op_time(op, acc, prec) * op.bwd_ratio + 2 * k) * op.count for op in ops)
+    attn_fwd = sum((op_time(op, acc, prec) + k) * op.count for op in ops if op.core_attention)
     return fwd, bwd, attn_fwd
 
 
@@ -83,7 +84,7 @@ def estimate_training(sc: Scenario) -> dict:
     # --- communication per microbatch on the stage ----------------------------------------------
     deg = sp.degrees
     tok_bytes = b * s / cp * m.hidden * ACT_BYTES  # one full activation tensor of the microbatch
-    tp_link = group_link(net, p.order, deg, "tp")
+    tp_link = group_path(net, p.order, deg, "tp")
     tpc_d = layer_tp_comm(dense, tok_bytes, tp, seqpar, tp_link, acc, w.precision, p.tp_comm_overlap)
     tpc_m = layer_tp_comm(moe, tok_bytes, tp, seqpar, tp_link, acc, w.precision, p.tp_comm_overlap)
     tp_fwd = stage_layers * (dense_frac * tpc_d.forward_s + (1 - dense_frac) * tpc_m.forward_s)
@@ -91,7 +92,7 @@ def estimate_training(sc: Scenario) -> dict:
     # full recomputation runs each layer's forward again, collectives included
     tp_comm = tp_fwd * (2 if p.recompute == "full" else 1) + tp_bwd
 
-    cp_link = group_link(net, p.order, deg, "cp")
+    cp_link = neighbour_path(net, p.order, deg, "cp")
     kv_width = (m.heads * (m.head_dim + m.mla.v_head_dim) if m.mla else 2 * m.kv_heads * m.head_dim) / tp
     cp_bytes = b * s / cp * kv_width * ACT_BYTES  # K and V of this rank's chunk, passed around the ring
     cp_ring = (cp - 1) * collective_time("p2p", cp_bytes, 2, cp_link) if cp > 1 else 0.0
@@ -101,14 +102,14 @@ def estimate_training(sc: Scenario) -> dict:
 
     ep_comm = 0.0
     if m.moe and ep > 1:
-        ep_link = group_link(net, p.order, deg, "ep")
+        ep_link = group_path(net, p.order, deg, "ep")
         a2a_bytes = b * s / cp * m.moe.top_k * m.hidden * ACT_BYTES / (tp if seqpar else 1)
         # dispatch + combine forward, the same backward (Lepikhin et al. 2020, GShard)
         ep_comm = 4 * collective_time("all_to_all", a2a_bytes, ep, ep_link) * stage_layers * (1 - dense_frac)
 
     pp_comm = 0.0
     if sp.pp > 1:
-        pp_link = neighbour_link(net, p.order, deg, "pp")
+        pp_link = neighbour_path(net, p.order, deg, "pp")
         # scatter/gather optimisation (Narayanan et al. 2021 sec. 4.1): each tp rank sends 1/tp of the
         # activation; without SP the receivers all-gather it over the tp group's link
         p2p = collective_time("p2p", tok_bytes / tp, 2, pp_link)
@@ -137,8 +138,8 @@ def estimate_training(sc: Scenario) -> dict:
     # context-parallel ranks hold the same weights: gradients are reduced, and ZeRO shards, over dp * cp
     # (Megatron-Core's data-parallel group "with context parallel")
     dp, z = sp.dp * cp, p.zero_stage
-    widest = max(("dp", "ep", "cp"), key=lambda d: group_span(p.order, deg, d))
-    dp_link = group_link(net, p.order, deg, widest) if dp > 1 else tier_link(net, 0)
+    st = strides(p.order, deg)
+    dp_link = path_of(net, min(st["dp"], st["cp"] if cp > 1 else st["dp"]), dp)
     grad_bytes = 2.0  # 16-bit gradients (ZeRO paper accounting, memory.py)
     # FSDP / ZeRO-3 issues one collective per wrapped layer (Zhao et al. 2023, PyTorch FSDP sec. 3.2), so
     # each pays its own latency; ZeRO-0/1/2 reduce the gradients in a few large buckets

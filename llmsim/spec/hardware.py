@@ -68,11 +68,15 @@ class TierSpec(Strict):
     radix: PosInt | None = None
     levels: PosInt | None = None
     rail_optimized: bool = False
+    group_size: PosInt | None = None  # dragonfly: devices per group (all-to-all local links)
+    global_bw_gb_per_s_per_dir: PosFloat | None = None  # dragonfly: a device's share of the global links
 
     @model_validator(mode="after")
     def _check(self) -> TierSpec:
         if self.oversubscription < 1:
             raise ValueError(f"oversubscription must be >= 1 (1 = full bisection), got {self.oversubscription}")
+        if self.topology == "dragonfly" and (self.group_size is None or self.global_bw_gb_per_s_per_dir is None):
+            raise ValueError("topology dragonfly needs group_size and global_bw_gb_per_s_per_dir")
         want = {"torus2d": 2, "torus3d": 3}.get(self.topology)
         if want is not None:
             if self.dims is None or len(self.dims) != want:

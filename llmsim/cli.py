@@ -177,6 +177,45 @@ def estimate(
         emit([rec], "csv")
 
 
+@app.command("collective")
+def collective_cmd(
+    ctx: typer.Context,
+    network: str = typer.Option("dgx-h100", "--network", help="Network preset name."),
+    op: str = typer.Option("all_reduce", "--op",
+                           help="all_reduce, reduce_scatter, all_gather, all_to_all, broadcast or p2p."),
+    nbytes: str = typer.Option("1GiB", "--bytes", metavar="SIZE|LO:HI",
+                               help="Buffer size as nccl-tests counts it (1GiB, 256MB, 4096); LO:HI sweeps "
+                                    "powers of two."),
+    ranks: int = typer.Option(8, "--ranks", help="Ranks in the group."),
+    stride: int = typer.Option(1, "--stride", help="Devices between consecutive ranks (8 = one per node)."),
+    algorithm: str | None = typer.Option(None, "--algorithm",
+                                         help="Force one: ring, tree, halving-doubling, bruck, pairwise, "
+                                              "direct, torus, in-network, hierarchical."),
+    fmt: Format = typer.Option(Format.table, "--format", help="table, csv or json."),
+) -> None:
+    """Time one collective on a network: time, algbw and busbw as nccl-tests defines them (GB = 1e9 B)."""
+    from llmsim import collective_cmd as cc
+    from llmsim.report import emit
+    from llmsim.spec.convert import network_values
+
+    net = network_values(registry(ctx).get("networks", network))
+    out = cc.rows(net, op.replace("-", "_"), cc.sizes(nbytes), ranks, stride, algorithm)
+    if fmt is not Format.table:
+        emit(out, fmt.value, cc.COLUMNS)
+        return
+    shown = [{**r, "bytes": _size_text(r["bytes"]), "time_s": f"{r['time_s'] * 1e6:,.1f}",
+              "algbw_gb_s": f"{r['algbw_gb_s']:.1f}", "busbw_gb_s": f"{r['busbw_gb_s']:.1f}"} for r in out]
+    heads = {"time_s": "time (us)", "algbw_gb_s": "algbw (GB/s)", "busbw_gb_s": "busbw (GB/s)"}
+    emit(shown, "table", cc.COLUMNS, title=f"{op} on {network}, {ranks} ranks", headers=heads)
+
+
+def _size_text(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
 @app.command("validate")
 def validate_cmd(
     ctx: typer.Context,

@@ -10,7 +10,7 @@ Step time (per optimizer step, the slowest pipeline stage sets the pace):
 from __future__ import annotations
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.collectives import collective_time
+from llmsim.engine.collectives import collective, collective_time
 from llmsim.engine.compute import ACT_BYTES, Op, embedding_ops, head_ops, layer_ops, op_time
 from llmsim.engine.memory import (
     activation_bytes_per_layer,
@@ -50,6 +50,20 @@ def _pass_time(ops: list[Op], sc: Scenario):
     bwd = sum((op_time(op, acc, prec) * op.bwd_ratio + 2 * k) * op.count for op in ops)
     attn_fwd = sum((op_time(op, acc, prec) + k) * op.count for op in ops if op.core_attention)
     return fwd, bwd, attn_fwd
+
+
+def _algorithms(net, order, deg, tok_bytes, seqpar, grad_bytes, zero, dp, dp_path, tp_path) -> dict:
+    """Which algorithm and tiers the tuner picks for the main collective of each parallel dimension."""
+    def name(op, nbytes, path):
+        r = collective(op, nbytes, path)
+        return f"{op} {r.algorithm}/{r.protocol} on {r.tiers}" if path.ranks > 1 else None
+
+    return {
+        "tp_collective": name("reduce_scatter" if seqpar else "all_reduce", tok_bytes, tp_path),
+        "dp_collective": name("all_reduce" if zero == 0 else "reduce_scatter", grad_bytes, dp_path.resized(dp)),
+        "ep_collective": name("all_to_all", tok_bytes, group_path(net, order, deg, "ep")),
+        "pp_collective": name("p2p", tok_bytes, neighbour_path(net, order, deg, "pp")),
+    }
 
 
 def estimate_training(sc: Scenario) -> dict:
@@ -202,6 +216,7 @@ def estimate_training(sc: Scenario) -> dict:
         "pp_comm_time_s": mbs * pp_comm, "dp_comm_exposed_time_s": exposed_dp,
         "optimizer_time_s": optimizer, "overhead_time_s": cal.STEP_OVERHEAD_S,
         "tp_tier": tp_link.tier if tp > 1 else None, "dp_tier": dp_link.tier if sp.dp > 1 else None,
+        **_algorithms(net, p.order, deg, tok_bytes, seqpar, local_dense * grad_bytes, z, dp, dp_link, tp_link),
         "weights_gb": (dense_states.weights + expert_states.weights) / 1e9,
         "grads_gb": (dense_states.gradients + expert_states.gradients) / 1e9,
         "optimizer_gb": (dense_states.optimizer + expert_states.optimizer) / 1e9,

@@ -1,0 +1,139 @@
+"""Collective algorithms: closed forms by hand, topology placement, selection and properties."""
+
+import dataclasses
+import math
+
+import pytest
+from conftest import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmsim.engine import algorithms as alg
+from llmsim.engine import calibration as cal
+from llmsim.engine.collectives import Level, Path, collective, flat_path
+from llmsim.engine.topology import path_of, torus_extents
+from llmsim.estimate import load
+
+GB = 1e9
+S = 2**30  # 1 GiB
+
+
+def test_closed_forms_by_hand():
+    B, a, k = 100 * GB, 1e-6, 8
+    # ring all-reduce: 2(k-1) a + 2 (k-1)/k S/B = 14 us + 1.75 * 1.073741824e9 / 1e11 s = 18.804 ms
+    assert alg.ring("all_reduce", S, k, B, a) == pytest.approx(14e-6 + 1.75 * S / B)
+    # ring all-gather: 7 us + 0.875 S/B
+    assert alg.ring("all_gather", S, k, B, a) == pytest.approx(7e-6 + 0.875 * S / B)
+    # double binary tree all-reduce: 2 log2(8) a + 2 S/B = 6 us + 21.47 ms
+    assert alg.double_binary_tree("all_reduce", S, k, B, a) == pytest.approx(6e-6 + 2 * S / B)
+    # Rabenseifner: 2 log2 k a + 2 (k-1)/k S/B; k = 6 folds: + 2 (a + S/B)
+    assert alg.halving_doubling("all_reduce", S, 8, B, a) == pytest.approx(6e-6 + 1.75 * S / B)
+    assert alg.halving_doubling("all_reduce", S, 6, B, a) == pytest.approx(
+        2 * 3 * a + 2 * 5 / 6 * S / B + 2 * (a + S / B))
+    # Bruck all-to-all: log2 k (a + S/2/B) = 3 (1 us + S/2e11)
+    assert alg.bruck("all_to_all", S, k, B, a) == pytest.approx(3 * (a + S / 2 / B))
+    # pairwise all-to-all: (k-1) a + (k-1)/k S/B
+    assert alg.pairwise("all_to_all", S, k, B, a) == pytest.approx(7e-6 + 0.875 * S / B)
+    # full-mesh one-shot all-reduce: 2 a + 2 (k-1)/k S/B
+    assert alg.direct("all_reduce", S, k, B, a) == pytest.approx(2e-6 + 1.75 * S / B)
+    # in-network: a + S/B whatever k
+    assert alg.in_network("all_reduce", S, 64, B, a) == pytest.approx(1e-6 + S / B)
+    # torus 4x4 all-reduce: ceil(3/2) = 2 steps per dimension, both dimensions: 2 * 4 a + 2 * 15/16 S/B
+    assert alg.torus("all_reduce", S, (4, 4), B, a) == pytest.approx(8e-6 + 2 * 15 / 16 * S / B)
+    # not applicable -> inf
+    assert alg.bruck("all_reduce", S, k, B, a) == math.inf
+
+
+def test_hierarchical_all_reduce_composes_levels():
+    # 4 nodes x 8 GPUs, forced hierarchical: RS inside (S), all-reduce across 4 on S/8, AG inside (S)
+    inner = Level("nvlink", "switch", 8, 400 * GB, 0.0)
+    outer = Level("ib", "fat-tree", 4, 50 * GB, 0.0)
+    r = collective("all_reduce", S, Path((inner, outer)), algorithm="hierarchical")
+    expect = 2 * 0.875 * S / (400 * GB) + 2 * 0.75 * (S / 8) / (50 * GB) + cal.COLLECTIVE_BASE_LATENCY_S
+    assert r.time_s == pytest.approx(expect)
+    assert r.tiers == "nvlink+ib"
+
+
+def test_h100_nvlink_picks_nvls_for_large_all_reduce_and_matches_nccl_tests(registry):
+    net = load(None, registry, ["system.network=dgx-h100"]).network
+    r = collective("all_reduce", S, path_of(net, 1, 8))
+    assert r.algorithm == "in-network"
+    # algbw ~ 0.61 * 450 = 274.5 GB/s -> busbw 2 * 7/8 * 274.5 = 480 GB/s (nccl-tests #212: ~480)
+    busbw = S / r.time_s / GB * 1.75
+    assert busbw == pytest.approx(480, rel=0.02)
+
+
+def test_placement_levels_and_torus_extents(registry):
+    net = load(None, registry, ["system.network=dgx-h100"]).network
+    assert [(lv.tier, lv.ranks) for lv in path_of(net, 1, 32).levels] == [("nvlink", 8), ("infiniband", 4)]
+    assert [(lv.tier, lv.ranks) for lv in path_of(net, 8, 4).levels] == [("infiniband", 4)]
+    assert [(lv.tier, lv.ranks) for lv in path_of(net, 2, 4).levels] == [("nvlink", 4)]
+    # 16 ranks on a 16x20x28 torus: one full row; 64 ranks: 16 x 4; stride 16: the second dimension
+    assert torus_extents((16, 20, 28), 1, 16) == (16,)
+    assert torus_extents((16, 20, 28), 1, 64) == (16, 4)
+    assert torus_extents((16, 20, 28), 16, 5) == (5,)
+
+
+def _oversubscribed(net, over):
+    ib = dataclasses.replace(net.tiers[1], oversubscription=over)
+    return dataclasses.replace(net, tiers=(net.tiers[0], ib))
+
+
+def test_oversubscription_only_slows_groups_that_leave_a_leaf(registry):
+    net = _oversubscribed(load(None, registry, ["system.network=dgx-h100"]).network, 4.0)
+    # rail-optimised radix-64 leaf: 32 nodes per rail; stride-8 groups of 32 stay in a leaf, 64 do not
+    inside = path_of(net, 8, 32).levels[-1].bw_bytes_per_s
+    across = path_of(net, 8, 64).levels[-1].bw_bytes_per_s
+    assert across == pytest.approx(inside / 4)
+
+
+sizes = st.integers(min_value=1, max_value=2**34)
+ops = st.sampled_from(["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=ops, nbytes=sizes, k=st.integers(2, 64), bw=st.floats(1e9, 1e12), a=st.floats(1e-7, 1e-4))
+def test_time_grows_with_bytes_and_latency(op, nbytes, k, bw, a):
+    base = collective(op, nbytes, flat_path(bw, a, ranks=k)).time_s
+    assert collective(op, nbytes * 2, flat_path(bw, a, ranks=k)).time_s >= base
+    assert collective(op, nbytes, flat_path(bw, a * 2, ranks=k)).time_s >= base
+    assert collective(op, nbytes, flat_path(bw * 2, a, ranks=k)).time_s <= base
+
+
+@settings(max_examples=60, deadline=None)
+@given(nbytes=sizes, k=st.integers(2, 72))
+def test_in_network_reduction_never_slower_than_ring_on_the_same_switch(nbytes, k):
+    lv = Level("nvswitch", "switch", k, 370 * GB, 3.4e-6, True, 450 * GB)
+    best = collective("all_reduce", nbytes, Path((lv,)))
+    ring = collective("all_reduce", nbytes, Path((lv,)), algorithm="ring")
+    assert best.time_s <= ring.time_s
+
+
+@settings(max_examples=40, deadline=None)
+@given(op=ops, nbytes=sizes, over=st.floats(1.0, 8.0), n=st.sampled_from([64, 128, 256]))
+def test_oversubscription_never_speeds_up_a_spine_crossing_collective(registry, op, nbytes, over, n):
+    full = load(None, registry, ["system.network=dgx-h100"]).network
+    thin = _oversubscribed(full, over)
+    assert collective(op, nbytes, path_of(thin, 8, n)).time_s >= collective(op, nbytes, path_of(full, 8, n)).time_s
+
+
+def test_collective_cli_sweeps_sizes_as_csv():
+    res = run_cli("collective", "--network", "dgx-h100", "--op", "all_reduce", "--bytes", "1KiB:8GiB",
+                  "--ranks", "8", "--format", "csv")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert lines[0] == "op,ranks,bytes,algorithm,protocol,tiers,time_s,algbw_gb_s,busbw_gb_s"
+    assert len(lines) == 1 + 24  # 2^10 .. 2^33
+    assert lines[-1].startswith("all_reduce,8,8589934592,")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bytes", "12 parsecs"], "--bytes"),
+    (["--algorithm", "magic"], "--algorithm"),
+    (["--op", "all_to_all", "--algorithm", "in-network"], "does not apply"),
+    (["--ranks", "100000"], "--ranks"),
+])
+def test_collective_cli_bad_input_is_one_line_exit_2(args, message):
+    res = run_cli("collective", *args)
+    assert res.returncode == 2
+    assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1

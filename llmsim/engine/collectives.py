@@ -20,6 +20,10 @@ from llmsim.engine import calibration as cal
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "p2p")
 ALGORITHMS = ("ring", "tree", "halving-doubling", "bruck", "pairwise", "direct", "torus", "in-network",
               "hierarchical")
+# What the tuner chooses from unless told otherwise: the algorithms GPU collective libraries ship (NCCL /
+# RCCL: ring, tree, NVLS/SHARP, CollNet-style hierarchical, pairwise all-to-all; direct on a full mesh;
+# dimension-ordered rings on a torus). Halving-doubling and Bruck (MPI's) run only when forced.
+AUTO = ("ring", "tree", "pairwise", "direct", "torus", "in-network", "hierarchical")
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class Level:
     in_network_reduction: bool = False
     line_bw_bytes_per_s: float = 0.0  # per-direction line rate (for in-network reduction)
     torus_extents: tuple[int, ...] = ()  # extent of the group in each torus dimension it uses
+    scale_up: bool = False  # the innermost (node / scale-up) tier
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,12 @@ def _flat(name: str, op: str, S: float, path: Path, lat_x: float, bw_x: float) -
     fn, topologies = alg.FLAT[name]
     if topologies is not None and any(x.topology not in topologies for x in levels):
         return alg.INF
+    if name == "tree" and op == "all_reduce":
+        # NCCL trees chain the ranks inside a node and build the binary trees across nodes: latency
+        # 2 * (sum of (k - 1) inner hops + log2 k outer hops) (NCCL tuning.cc, tree latency)
+        hops = sum((x.ranks - 1 if x.scale_up else alg._log2(x.ranks)) * x.latency_s for x in levels)
+        bw = min(x.bw_bytes_per_s * math.prod(y.ranks for y in levels[:i]) for i, x in enumerate(levels))
+        return 2 * hops * lat_x + 2 * S / (bw * bw_x)
     inner, bw, lat, share = 1, math.inf, 0.0, 1.0
     for x in levels:
         bw = min(bw, x.bw_bytes_per_s * inner)
@@ -136,7 +147,7 @@ def _best(op: str, S: float, path: Path, algorithm: str | None = None) -> Result
     if path.ranks <= 1 or S <= 0:
         return NONE
     best = Result(alg.INF, "-", "-", path.tiers)
-    for name in ([algorithm] if algorithm else ALGORITHMS):
+    for name in ([algorithm] if algorithm else AUTO):
         if name == "hierarchical":
             t = _hierarchical(op, S, path)
             if t < best.time_s:

@@ -71,7 +71,7 @@ def _level(network: Network, i: int, ranks: int, stride: int, span: int) -> Leve
     else:  # switch, full-mesh: oversubscription if the preset gives one
         bw /= tier.oversubscription
     return Level(tier.name, tier.topology, ranks, bw, tier.latency_s, tier.in_network_reduction,
-                 tier.bw_bytes_per_s, extents)
+                 tier.bw_bytes_per_s, extents, scale_up=i == 0)
 
 
 def path_of(network: Network, stride: int, n: int) -> Path:

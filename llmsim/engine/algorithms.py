@@ -14,7 +14,8 @@ import math
 INF = float("inf")
 
 
-def _log2(k: int) -> int:
+def log2_steps(k: int) -> int:
+    """Rounds of a binary tree or recursive doubling over k ranks."""
     return math.ceil(math.log2(k)) if k > 1 else 0
 
 
@@ -34,9 +35,9 @@ def double_binary_tree(op: str, S: float, k: int, B: float, a: float) -> float:
     """NCCL's double binary tree (Sanders, Speck & Traeff 2009; NCCL 2.4 blog): log2 k latency steps up and
     down; pipelined, each rank sends and receives about S per direction for the reduce and the broadcast."""
     if op == "all_reduce":
-        return 2 * _log2(k) * a + 2 * S / B
+        return 2 * log2_steps(k) * a + 2 * S / B
     if op == "broadcast":
-        return _log2(k) * a + S / B
+        return log2_steps(k) * a + S / B
     return INF
 
 
@@ -47,11 +48,11 @@ def halving_doubling(op: str, S: float, k: int, B: float, a: float) -> float:
     f = (k - 1) / k
     fold = 0.0 if k & (k - 1) == 0 else a + S / B
     if op == "all_reduce":
-        return 2 * _log2(k) * a + 2 * f * S / B + 2 * fold
+        return 2 * log2_steps(k) * a + 2 * f * S / B + 2 * fold
     if op in ("reduce_scatter", "all_gather"):
-        return _log2(k) * a + f * S / B + fold
+        return log2_steps(k) * a + f * S / B + fold
     if op == "broadcast":  # scatter + all-gather (van de Geijn)
-        return 2 * _log2(k) * a + 2 * f * S / B + fold
+        return 2 * log2_steps(k) * a + 2 * f * S / B + fold
     return INF
 
 
@@ -59,7 +60,7 @@ def bruck(op: str, S: float, k: int, B: float, a: float) -> float:
     """Bruck all-to-all (Bruck et al. 1997): log2 k steps, each forwarding about half the buffer."""
     if op != "all_to_all":
         return INF
-    return _log2(k) * (a + S / 2 / B)
+    return log2_steps(k) * (a + S / 2 / B)
 
 
 def pairwise(op: str, S: float, k: int, B: float, a: float) -> float:

@@ -105,12 +105,6 @@ def _flat(name: str, op: str, S: float, path: Path, lat_x: float, bw_x: float) -
     fn, topologies = alg.FLAT[name]
     if topologies is not None and any(x.topology not in topologies for x in levels):
         return alg.INF
-    if name == "tree" and op == "all_reduce":
-        # NCCL trees chain the ranks inside a node and build the binary trees across nodes: latency
-        # 2 * (sum of (k - 1) inner hops + log2 k outer hops) (NCCL tuning.cc, tree latency)
-        hops = sum((x.ranks - 1 if x.scale_up else alg._log2(x.ranks)) * x.latency_s for x in levels)
-        bw = min(x.bw_bytes_per_s * math.prod(y.ranks for y in levels[:i]) for i, x in enumerate(levels))
-        return 2 * hops * lat_x + 2 * S / (bw * bw_x)
     inner, bw, lat, share = 1, math.inf, 0.0, 1.0
     for x in levels:
         bw = min(bw, x.bw_bytes_per_s * inner)
@@ -118,6 +112,11 @@ def _flat(name: str, op: str, S: float, path: Path, lat_x: float, bw_x: float) -
         lat += inside * x.latency_s
         share -= inside
         inner *= x.ranks
+    if name == "tree" and op == "all_reduce":
+        # NCCL trees chain the ranks inside a node and build the binary trees across nodes: latency
+        # 2 * (sum of (k - 1) inner hops + log2 k outer hops) (NCCL tuning.cc, tree latency)
+        hops = sum((x.ranks - 1 if x.scale_up else alg.log2_steps(x.ranks)) * x.latency_s for x in levels)
+        return 2 * hops * lat_x + 2 * S / (bw * bw_x)
     return fn(op, S, n, bw * bw_x, lat * lat_x)
 
 

@@ -57,7 +57,8 @@ def _level(network: Network, i: int, ranks: int, stride: int, span: int) -> Leve
     if tier.topology == "fat-tree":
         # a leaf switch has radix/2 down-ports: radix/2 nodes per rail when rail-optimised (each GPU's NIC
         # on its own rail), else radix/2 NICs; beyond a leaf the traffic meets the oversubscribed uplinks
-        leaf = (tier.radix or 64) // 2 * (inner_size if tier.rail_optimized else 1)
+        # (no radix given: every group on this tier is taken to cross the spine)
+        leaf = tier.radix // 2 * (inner_size if tier.rail_optimized else 1) if tier.radix else 0
         if span > leaf:
             bw /= tier.oversubscription
     elif tier.topology == "dragonfly":

@@ -99,13 +99,23 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
                 "recompute": _recompute(p.get("recompute")), "zero_stage": zero,
                 "tp_comm_overlap": "tp-comm-overlap" in framework,
                 # Megatron-LM of 2021-22 predates FlashAttention (Dao et al., May 2022)
-                "flash_attention": not str(p.get("framework") or "").startswith("Megatron-LM (202")}
+                "flash_attention": not str(p.get("framework") or "").startswith("Megatron-LM (202"),
+                "attention_kernel": _attention_kernel(framework, megatron_core)}
     scenario = {"model": model,
                 "system": {"accelerator": acc, "num_devices": hw["count"], "network": net},
                 "parallel": parallel,
                 "workload": {"mode": "training", "precision": precision, "seq_len": m["seq_len"],
                              "global_batch_size": p["global_batch_seqs"]}}
     return scenario, notes
+
+
+def _attention_kernel(framework: str, megatron_core: bool) -> str:
+    """The fused-attention kernel a framework runs: Transformer Engine prefers cuDNN attention on Hopper
+    and newer (NeMo docs, memory_optimizations.rst, NVIDIA/NeMo#9188); llm-foundry's MPT runs
+    ``attn_impl: flash``, the flash-attn 2.x package (scripts/train/yamls/pretrain/mpt-*.yaml)."""
+    if megatron_core:
+        return "cudnn"
+    return "fa2" if "llm-foundry" in framework else "auto"
 
 
 def _per_token_flops(rec: dict, seq: int) -> float:

@@ -68,6 +68,8 @@ class Accelerator:
     hbm_stacks: int | None = None
     list_price_usd: float | None = None
     cloud_usd_per_hour: float | None = None
+    # kernel -> (forward, backward) FLOP/s of fused attention; empty: derived from the matmul efficiency
+    attention_flops_per_s: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s at ``precision``; 0 when the device does not support it."""
@@ -112,6 +114,7 @@ class Parallel:
     recompute: str
     zero_stage: int
     order: tuple[str, ...]
+    attention_kernel: str = "auto"
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,18 @@ SCALEOUT_LINK_EFFICIENCY = 0.93
 # Dao 2023, arXiv 2307.08691, sec. 3.1.2.
 FLASH_BWD_FLOPS_RATIO = 2.5
 
+# Fused attention against the device's best GEMM when a preset has no measured attention throughput:
+# FlashAttention-3 on H100 (hdim 128, causal, 16k) 616 TF forward / 561 TF backward against an MAMF of
+# 794 TF = 0.78 / 0.71 (Shah et al. 2024, arXiv 2407.08608, fig. 5-6); FlashAttention-2 on A100 "up to
+# 73% of peak" = 228 TF against an MAMF of 271 TF = 0.84 (Dao 2023, arXiv 2307.08691, abstract).
+ATTENTION_MATMUL_RATIO = 0.75
+
+# Sequence length at which a fused attention kernel reaches half its long-sequence throughput (too few
+# query tiles to fill the SMs): FlashAttention-2 on H100, hdim 128, reaches 191/335 = 0.57 of its 16k
+# forward speed at 512 and 298/335 = 0.89 at 2k, backward 214/322 and 291/322 (arXiv 2407.08608,
+# fig. 5-6), i.e. s / (s + 280) within 5%.
+ATTENTION_HALF_SEQ = 280
+
 # Max/mean expert load of routed MoE tokens (auxiliary-loss balancing). The slowest expert sets the pace.
 MOE_LOAD_IMBALANCE = 1.1
 

@@ -72,7 +72,8 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         # of the score tiles; with CP the load-balanced split gives each rank 1/cp of the work.
         att_flops = 2.0 * b * s * s * (a / tp) * (qk_dim + v_dim) * 0.5 / cp
         att_bytes = tokens * ((a / tp) * (qk_dim + v_dim) + kv_width / tp * cp) * ACT_BYTES
-        ops.append(Op("attention", "attention", att_flops, att_bytes, np.minimum(s / cp, qk_dim),
+        # min_dim carries the query length per rank: short sequences leave the fused kernel's SMs idle
+        ops.append(Op("attention", "attention", att_flops, att_bytes, s / cp,
                       cal.FLASH_BWD_FLOPS_RATIO, count, True))
     else:
         # Unfused attention (Megatron-LM 2021-22): batched QK^T over the full s x s (the mask is applied
@@ -157,24 +158,53 @@ def embedding_ops(m: Model, b, s, tp, cp) -> list[Op]:
     return [elementwise("embedding", b * s / cp * m.hidden, 1, 1)]
 
 
-def matmul_efficiency(acc: Accelerator, precision: str, min_dim):
-    """Sustained fraction of peak for a GEMM whose smallest dimension is ``min_dim``."""
+def matmul_efficiency(acc: Accelerator, precision: str, min_dim=None):
+    """Sustained fraction of peak for a GEMM whose smallest dimension is ``min_dim`` (None: large)."""
     peak = acc.peak(precision)
     measured = acc.measured_matmul_flops_per_s.get(precision)
     fraction = measured / peak if measured and peak else cal.DEFAULT_MATMUL_FRACTION
-    return fraction * cal.KERNEL_EFFICIENCY * min_dim / (min_dim + cal.GEMM_HALF_DIM)
+    shape = 1.0 if min_dim is None else min_dim / (min_dim + cal.GEMM_HALF_DIM)
+    return fraction * cal.KERNEL_EFFICIENCY * shape
 
 
-def op_time(op: Op, acc: Accelerator, precision: str, hbm_bw=None, peak_scale=1.0):
-    """Roofline: max(compute time, memory time) of one forward execution of ``op``.
+def attention_rates(acc: Accelerator, kernel: str = "auto") -> tuple[float, float] | None:
+    """(forward, backward) FLOP/s the device's fused-attention ``kernel`` reaches on long sequences, as
+    measured (preset ``measured_attention_tflops``); ``auto`` picks the fastest measured kernel for a
+    training pass (forward + 2.5x backward work). None when the preset has no measurement."""
+    rates = acc.attention_flops_per_s
+    if not rates:
+        return None
+    if kernel == "auto":
+        return min(rates.values(), key=lambda r: 1 / r[0] + cal.FLASH_BWD_FLOPS_RATIO / r[1])
+    return rates[kernel]
 
-    Attention runs in 16-bit (FlashAttention kernels), GEMMs at the workload precision.
+
+def _attention_flops_per_s(acc: Accelerator, seq, backward: bool, kernel: str):
+    # Fused attention: the measured kernel throughput, or else the matmul efficiency times
+    # ATTENTION_MATMUL_RATIO; times KERNEL_EFFICIENCY (clocks in a real step) and the short-sequence
+    # roll-off seq / (seq + ATTENTION_HALF_SEQ) (FlashAttention-3 paper, arXiv 2407.08608, fig. 5-6).
+    rates = attention_rates(acc, kernel)
+    if rates is None:
+        best = acc.peak("bf16") * matmul_efficiency(acc, "bf16") * cal.ATTENTION_MATMUL_RATIO
+    else:
+        best = rates[1 if backward else 0] * cal.KERNEL_EFFICIENCY
+    return best * seq / (seq + cal.ATTENTION_HALF_SEQ)
+
+
+def op_time(op: Op, acc: Accelerator, precision: str, hbm_bw=None, peak_scale=1.0, backward: bool = False,
+            kernel: str = "auto"):
+    """Roofline: max(compute time, memory time) of one forward execution of ``op`` (of its backward work
+    at the forward's size when ``backward``; multiply by ``op.bwd_ratio`` for the backward time).
+
+    Fused attention runs in 16-bit at the rates of its ``kernel``; GEMMs at the workload precision.
     """
-    prec = "bf16" if op.kind == "attention" and acc.peak("bf16") else precision
-    peak = acc.peak(prec) * peak_scale
-    eff = matmul_efficiency(acc, prec, op.min_dim) if op.kind != "elementwise" else 1.0
     bw = (acc.hbm_bw_bytes_per_s if hbm_bw is None else hbm_bw) * cal.HBM_EFFICIENCY
-    t_compute = op.flops / (peak * eff) if op.kind != "elementwise" else 0.0 * op.flops
+    if op.kind == "attention":
+        t_compute = op.flops / (_attention_flops_per_s(acc, op.min_dim, backward, kernel) * peak_scale)
+    elif op.kind == "gemm":
+        t_compute = op.flops / (acc.peak(precision) * peak_scale * matmul_efficiency(acc, precision, op.min_dim))
+    else:
+        t_compute = 0.0 * op.flops
     return np.maximum(t_compute, op.bytes / bw)
 
 

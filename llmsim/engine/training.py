@@ -44,11 +44,12 @@ def model_flops_per_token(sc: Scenario) -> float:
 
 
 def _pass_time(ops: list[Op], sc: Scenario):
-    acc, prec = sc.accelerator, sc.workload.precision
+    acc, prec, kern = sc.accelerator, sc.workload.precision, sc.parallel.attention_kernel
     k = cal.KERNEL_OVERHEAD_S  # one kernel per op forward, two (input and weight gradient) backward
-    fwd = sum((op_time(op, acc, prec) + k) * op.count for op in ops)
-    bwd = sum((op_time(op, acc, prec) * op.bwd_ratio + 2 * k) * op.count for op in ops)
-    attn_fwd = sum((op_time(op, acc, prec) + k) * op.count for op in ops if op.core_attention)
+    fwd = sum((op_time(op, acc, prec, kernel=kern) + k) * op.count for op in ops)
+    bwd = sum((op_time(op, acc, prec, backward=True, kernel=kern) * op.bwd_ratio + 2 * k) * op.count
+              for op in ops)
+    attn_fwd = sum((op_time(op, acc, prec, kernel=kern) + k) * op.count for op in ops if op.core_attention)
     return fwd, bwd, attn_fwd
 
 

@@ -34,6 +34,8 @@ def accelerator_values(a: AcceleratorSpec) -> Accelerator:
     return Accelerator(
         name=a.name, peak_flops_per_s=_flops(a.peak_tflops),
         measured_matmul_flops_per_s=_flops(a.measured_matmul_tflops),
+        attention_flops_per_s={k: (r.fwd * TFLOPS, r.bwd * TFLOPS)
+                               for k, r in (a.measured_attention_tflops or {}).items()},
         hbm_bytes=a.hbm_capacity_gb * GB, hbm_bw_bytes_per_s=a.hbm_bandwidth_tb_per_s * TB,
         sram_bytes=(a.sram_mb or 0.0) * MB, scaleup_bw_bytes_per_s=a.scaleup_bw_gb_per_s_per_dir * GB,
         scaleout_bw_bytes_per_s=a.scaleout_bw_gb_per_s_per_dir * GB, tdp_w=a.tdp_w,
@@ -60,7 +62,8 @@ def scenario_values(s: ScenarioSpec) -> Scenario:
         parallel=Parallel(tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, sequence_parallel=p.sequence_parallel,
                           tp_comm_overlap=p.tp_comm_overlap, flash_attention=p.flash_attention,
                           microbatch_size=p.microbatch_size, virtual_stages=p.virtual_stages,
-                          recompute=p.recompute, zero_stage=p.zero_stage, order=tuple(p.order)),
+                          recompute=p.recompute, zero_stage=p.zero_stage, order=tuple(p.order),
+                          attention_kernel=p.attention_kernel),
         workload=Workload(mode=w.mode, precision=w.precision, seq_len=w.seq_len,
                           global_batch_size=w.global_batch_size, batch_size=w.batch_size,
                           input_len=w.input_len, output_len=w.output_len, kv_precision=w.kv_precision),

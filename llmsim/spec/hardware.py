@@ -24,12 +24,20 @@ class PrecisionTflops(Strict):
     fp4: PosFloat | None = None
 
 
+class AttentionTflops(Strict):
+    """Measured fused-attention (FlashAttention-style) throughput, 16-bit, long causal sequences."""
+
+    fwd: PosFloat
+    bwd: PosFloat
+
+
 class AcceleratorSpec(Strict):
     name: str
     description: str = ""
     vendor: str = ""
     peak_tflops: PrecisionTflops
     measured_matmul_tflops: PrecisionTflops | None = None
+    measured_attention_tflops: dict[str, AttentionTflops] | None = None  # by kernel: fa2, fa3, cudnn
     hbm_capacity_gb: PosFloat
     hbm_bandwidth_tb_per_s: PosFloat
     hbm_generation: str | None = None

@@ -22,6 +22,7 @@ class ParallelSpec(Strict):
     ep: PosInt = 1
     sequence_parallel: bool = True
     flash_attention: bool = True  # fused attention (Dao et al. 2022); false: s x s scores in HBM
+    attention_kernel: str = "auto"  # a kernel of the accelerator's measured_attention_tflops; auto: fastest
     tp_comm_overlap: bool = False  # TP collectives overlapped with GEMMs (Transformer Engine userbuffers)
     microbatch_size: PosInt = 1
     virtual_stages: PosInt = 1
@@ -73,3 +74,12 @@ class ScenarioSpec(Strict):
     system: SystemSpec
     parallel: ParallelSpec = ParallelSpec()
     workload: WorkloadSpec
+
+    @model_validator(mode="after")
+    def _check(self) -> ScenarioSpec:
+        kernel, acc = self.parallel.attention_kernel, self.system.accelerator
+        measured = acc.measured_attention_tflops or {}
+        if kernel != "auto" and measured and kernel not in measured:
+            raise ValueError(f"parallel.attention_kernel '{kernel}' has no measurement for accelerator "
+                             f"'{acc.name}'; allowed: auto, {', '.join(measured)}")
+        return self

@@ -1,4 +1,4 @@
-"""Rich tables for one estimate: headline, time breakdown, memory breakdown."""
+"""Rich tables for one estimate: headline, time breakdown, memory breakdown, collectives."""
 
 from __future__ import annotations
 
@@ -48,6 +48,14 @@ def print_estimate(rec: dict) -> None:
     console.print(_breakdown("Step time breakdown", "time [s]", TIME_ROWS, rec, rec["step_time_s"], skip_zero=True))
     console.print(_breakdown("Memory per device (busiest stage)", "GB", MEMORY_ROWS, rec,
                              rec["memory_per_device_gb"], skip_zero=False))
+    coll = Table(title="Collectives (main operation of each parallel dimension)", title_justify="left")
+    coll.add_column("dimension")
+    coll.add_column("operation algorithm/protocol on tiers")
+    for dim in ("tp", "dp", "ep", "pp"):
+        if rec.get(f"{dim}_collective"):
+            coll.add_row(dim, rec[f"{dim}_collective"])
+    if coll.row_count:
+        console.print(coll)
 
 
 def _breakdown(title: str, unit: str, rows: list[tuple[str, str]], rec: dict, whole: float,

@@ -19,11 +19,11 @@ from llmsim.engine import calibration as cal
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "p2p")
 ALGORITHMS = ("ring", "tree", "halving-doubling", "bruck", "pairwise", "direct", "torus", "in-network",
-              "hierarchical")
+              "in-network-tree", "hierarchical")
 # What the tuner chooses from unless told otherwise: the algorithms GPU collective libraries ship (NCCL /
 # RCCL: ring, tree, NVLS/SHARP, CollNet-style hierarchical, pairwise all-to-all; direct on a full mesh;
 # dimension-ordered rings on a torus). Halving-doubling and Bruck (MPI's) run only when forced.
-AUTO = ("ring", "tree", "pairwise", "direct", "torus", "in-network", "hierarchical")
+AUTO = ("ring", "tree", "pairwise", "direct", "torus", "in-network", "in-network-tree", "hierarchical")
 
 
 @dataclass(frozen=True)
@@ -142,13 +142,29 @@ def _hierarchical(op: str, S: float, path: Path) -> float:
     return alg.INF
 
 
+def _in_network_tree(op: str, S: float, path: Path) -> float:
+    """NCCL's NVLSTree all-reduce: in-network reduction inside the scale-up domain, pipelined chunk by chunk
+    with a double binary tree across domains, each of the k ranks of a domain carrying S/k over its own
+    NIC; the slower stage sets the pace. A tree moves 2 S/k per rank each way (NCCL tuning.cc: tree algbw
+    = busbw / 2), except across two domains, where the two trees degenerate to one exchange of S/k."""
+    inner, outer = path.levels[0], path.levels[1:]
+    if op != "all_reduce" or not outer or not inner.in_network_reduction:
+        return alg.INF
+    m = math.prod(x.ranks for x in outer)
+    bw_out = min(x.bw_bytes_per_s for x in outer)
+    t_out = (1 if m == 2 else 2) * S / inner.ranks / bw_out
+    t_in = S / (inner.line_bw_bytes_per_s * cal.IN_NETWORK_EFFICIENCY)
+    hops = 2 * sum(alg.log2_steps(x.ranks) * x.latency_s for x in outer)
+    return cal.IN_NETWORK_LATENCY_S + hops + max(t_in, t_out)
+
+
 def _best(op: str, S: float, path: Path, algorithm: str | None = None) -> Result:
     if path.ranks <= 1 or S <= 0:
         return NONE
     best = Result(alg.INF, "-", "-", path.tiers)
     for name in ([algorithm] if algorithm else AUTO):
-        if name == "hierarchical":
-            t = _hierarchical(op, S, path)
+        if name in ("hierarchical", "in-network-tree"):
+            t = (_hierarchical if name == "hierarchical" else _in_network_tree)(op, S, path)
             if t < best.time_s:
                 best = Result(t, name, "mixed", path.tiers)
             continue

@@ -146,26 +146,39 @@ def estimate(
     recompute: Recompute | None = typer.Option(None, "--recompute", help="none, selective or full."),
     zero_stage: int | None = typer.Option(None, "--zero-stage", min=0, max=3, help="ZeRO stage 0-3."),
     precision: str | None = typer.Option(None, "--precision", help="bf16, fp16, fp8 or fp4."),
+    mode: str | None = typer.Option(None, "--mode", help="training or inference."),
+    batch_size: str | None = typer.Option(None, "--batch-size",
+                                          help="Inference: concurrent sequences, or 'max' (largest that fits)."),
+    input_len: int | None = typer.Option(None, "--input-len", help="Inference: prompt tokens per sequence."),
+    output_len: int | None = typer.Option(None, "--output-len", help="Inference: generated tokens per sequence."),
+    kv_precision: str | None = typer.Option(None, "--kv-precision", help="Inference: KV-cache precision."),
+    ops: bool = typer.Option(False, "--ops", help="Per-operator table: FLOPs, bytes, intensity, bound, time."),
     set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE",
                                    help="Override any field, e.g. --set parallel.virtual_stages=2."),
     fmt: Format = typer.Option(Format.table, "--format", help="table, csv (header + one row) or json."),
 ) -> None:
-    """Estimate step time, throughput, MFU and memory of one training design point."""
+    """Estimate one design point: training (step time, throughput, MFU, memory) or inference (TTFT,
+    TPOT, throughput, KV cache, memory)."""
     from llmsim import estimate as est
     from llmsim.report import emit
 
     flags = dict(model=model, accelerator=accelerator, devices=devices, network=network, tp=tp, pp=pp, dp=dp,
                  cp=cp, ep=ep, microbatch_size=microbatch_size, global_batch_size=global_batch_size,
                  seq_len=seq_len, recompute=recompute.value if recompute else None, zero_stage=zero_stage,
-                 precision=precision)
+                 precision=precision, mode=mode, batch_size=batch_size, input_len=input_len,
+                 output_len=output_len, kv_precision=kv_precision)
     sc = est.load(scenario, registry(ctx), est.overrides_from_flags(flags, set_))
     try:
-        rec = est.record(sc)
+        rec = est.operator_rows(sc) if ops else est.record(sc)
     except SpecError as err:  # impossible split: name the scenario it came from
         if err.file is not None:
             raise
         raise SpecError(err.message, file=str(scenario or est.DEFAULT_SCENARIO), path=err.path) from None
-    if fmt is Format.table:
+    if ops:
+        from llmsim.tables import print_operators
+
+        print_operators(rec) if fmt is Format.table else emit(rec, fmt.value)
+    elif fmt is Format.table:
         from llmsim.tables import print_estimate
 
         print_estimate(rec)
@@ -221,13 +234,15 @@ def validate_cmd(
     ctx: typer.Context,
     fmt: Format = typer.Option(Format.table, "--format", help="table, csv or json (per-record rows)."),
 ) -> None:
-    """Hold training predictions against published measured runs; print errors per record and group."""
+    """Hold training and inference predictions against published measured runs; errors per record and group."""
     from llmsim import validate as val
+    from llmsim import validate_inference as vinf
     from llmsim.report import emit
 
     rows, skipped = val.run(registry(ctx))
+    inf_rows, inf_skipped = vinf.run(registry(ctx))
     if fmt is not Format.table:
-        emit(rows, fmt.value)
+        emit([{"mode": "training", **r} for r in rows] + [{"mode": "inference", **r} for r in inf_rows], fmt.value)
         return
     cols = ["id", "framework", "hardware", "measured_tokens_per_s_per_device",
             "predicted_tokens_per_s_per_device", "rel_error", "mfu", "fits_in_memory"]
@@ -237,13 +252,23 @@ def validate_cmd(
     shown = [{**r, "rel_error": f"{100 * r['rel_error']:+.1f}%", "mfu": f"{100 * r['mfu']:.1f}%"} for r in rows]
     emit(shown, "table", cols, title="Training throughput: predicted vs measured", headers=heads)
     summary = [{**s, "mean_abs_error": f"{100 * s['mean_abs_error']:.1f}%"} for s in val.summary(rows)]
-    emit(summary, "table", title="Mean absolute error by group")
+    emit(summary, "table", title="Training: mean absolute error by group")
     pairs = [{"pair": p["pair"], "measured": f"{100 * p['measured_speedup']:.1f}%",
               "predicted": f"{100 * p['predicted_speedup']:.1f}%",
               "difference": f"{p['difference_points']:+.1f} points"} for p in val.recompute_pairs(rows)]
     emit(pairs, "table", title="Selective vs full recomputation speed-up (Korthikanti et al. 2022, Table 5)")
-    if skipped:
-        emit(skipped, "table", title="Records not modelled")
+    inf_cols = ["id", "hardware", "measured_tokens_per_s_per_device", "predicted_tokens_per_s_per_device",
+                "rel_error", "batch_size", "ttft_s", "tpot_s"]
+    inf_heads = {**heads, "measured_tokens_per_s_per_device": "measured out tok/s/dev",
+                 "predicted_tokens_per_s_per_device": "predicted out tok/s/dev", "batch_size": "batch",
+                 "ttft_s": "TTFT [s]", "tpot_s": "TPOT [s]"}
+    shown = [{**r, "rel_error": f"{100 * r['rel_error']:+.1f}%"} for r in inf_rows]
+    emit(shown, "table", inf_cols, title="Inference output throughput (offline, max batch): predicted vs measured",
+         headers=inf_heads)
+    summary = [{**s, "mean_abs_error": f"{100 * s['mean_abs_error']:.1f}%"} for s in val.summary(inf_rows)]
+    emit(summary, "table", title="Inference: mean absolute error by group")
+    if skipped or inf_skipped:
+        emit(skipped + inf_skipped, "table", title="Records not modelled")
 
 
 def main() -> None:

@@ -15,13 +15,10 @@ FLAG_PATHS = {
     "cp": "parallel.cp", "ep": "parallel.ep", "microbatch_size": "parallel.microbatch_size",
     "global_batch_size": "workload.global_batch_size", "seq_len": "workload.seq_len",
     "recompute": "parallel.recompute", "zero_stage": "parallel.zero_stage",
-    "precision": "workload.precision",
+    "precision": "workload.precision", "mode": "workload.mode", "batch_size": "workload.batch_size",
+    "input_len": "workload.input_len", "output_len": "workload.output_len",
+    "kv_precision": "workload.kv_precision",
 }
-
-INPUT_COLUMNS = ["model", "accelerator", "network", "num_devices", "tp", "pp", "dp", "cp", "ep",
-                 "microbatch_size", "virtual_stages", "sequence_parallel", "recompute", "zero_stage",
-                 "mode", "precision", "seq_len", "global_batch_size"]
-
 
 def overrides_from_flags(flags: dict, sets: list[str]) -> list[str]:
     out = [f"{FLAG_PATHS[k]}={v}" for k, v in flags.items() if v is not None]
@@ -38,18 +35,28 @@ def load(path: str | Path | None, registry: PresetRegistry, overrides: list[str]
 
 def record(sc) -> dict:
     """Inputs and every output column of one design point, flat."""
-    from llmsim.engine.training import estimate_training
-
     p, w = sc.parallel, sc.workload
     rec = {"model": sc.names["model"], "accelerator": sc.names["accelerator"], "network": sc.names["network"],
-           "num_devices": sc.num_devices, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
-           "microbatch_size": p.microbatch_size, "virtual_stages": p.virtual_stages,
-           "sequence_parallel": p.sequence_parallel, "recompute": p.recompute, "zero_stage": p.zero_stage,
-           "mode": w.mode, "precision": w.precision, "seq_len": w.seq_len,
-           "global_batch_size": w.global_batch_size}
-    if w.mode != "training":
-        from llmsim.spec.errors import SpecError
+           "num_devices": sc.num_devices, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep}
+    if w.mode == "inference":
+        from llmsim.engine.inference import estimate_inference
 
-        raise SpecError("workload.mode: inference is not modelled yet (training only in this release)")
+        rec.update({"mode": w.mode, "precision": w.precision, "kv_precision": w.kv_precision or w.precision,
+                    "input_len": w.input_len, "output_len": w.output_len})
+        rec.update(estimate_inference(sc))
+        return rec
+    from llmsim.engine.training import estimate_training
+
+    rec.update({"microbatch_size": p.microbatch_size, "virtual_stages": p.virtual_stages,
+                "sequence_parallel": p.sequence_parallel, "recompute": p.recompute, "zero_stage": p.zero_stage,
+                "mode": w.mode, "precision": w.precision, "seq_len": w.seq_len,
+                "global_batch_size": w.global_batch_size})
     rec.update(estimate_training(sc))
     return rec
+
+
+def operator_rows(sc) -> list[dict]:
+    """The per-operator table of ``llmsim estimate --ops``."""
+    from llmsim.engine.op_table import operator_table
+
+    return operator_table(sc)

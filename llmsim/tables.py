@@ -27,7 +27,46 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
+INFERENCE_TIME_ROWS = [
+    ("prefill compute", "prefill_compute_time_s"), ("prefill communication", "prefill_comm_time_s"),
+]
+DECODE_ROWS = [("decode compute", "decode_compute_time_s"), ("decode communication", "decode_comm_time_s")]
+INFERENCE_MEMORY_ROWS = [
+    ("weights", "weights_gb"), ("KV cache", "kv_cache_gb"), ("activation workspace", "activations_gb"),
+    ("runtime reserve", "reserved_gb"),
+]
+
+
+def print_inference(rec: dict) -> None:
+    console = Console()
+    title = (f"{rec['model']} on {rec['num_devices']} x {rec['accelerator']} ({rec['network']}), "
+             f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} ep={rec['ep']}, batch {rec['batch_size']} x "
+             f"({rec['input_len']} in + {rec['output_len']} out) tokens, {rec['precision']} "
+             f"(KV {rec['kv_precision']})")
+    head = Table(title=title, show_header=False, title_justify="left")
+    head.add_column("metric")
+    head.add_column("value", justify="right")
+    head.add_row("time to first token (TTFT)", f"{fmt_number(rec['ttft_s'] * 1e3)} ms")
+    head.add_row("time per output token (TPOT)", f"{fmt_number(rec['tpot_s'] * 1e3)} ms")
+    head.add_row("end-to-end latency", f"{fmt_number(rec['e2e_latency_s'])} s")
+    head.add_row("throughput", f"{fmt_number(rec['throughput_tokens_per_s'])} output tokens/s "
+                               f"({fmt_number(rec['throughput_tokens_per_s_per_device'])} per device)")
+    fits = "[green]fits[/green]" if rec["fits_in_memory"] else "[bold red]DOES NOT FIT[/bold red]"
+    head.add_row("memory per device", f"{fmt_number(rec['memory_per_device_gb'])} GB  {fits}")
+    console.print(head)
+    console.print(_breakdown("Time to first token", "time [s]", INFERENCE_TIME_ROWS, rec, rec["ttft_s"], True))
+    console.print(_breakdown("One decode step (mean over the output)", "time [s]", DECODE_ROWS, rec,
+                             rec["tpot_s"], True))
+    console.print(_breakdown("Memory per device", "GB", INFERENCE_MEMORY_ROWS, rec, rec["memory_per_device_gb"],
+                             False))
+    if rec.get("tp_collective"):
+        console.print(f"tensor-parallel all-reduce (decode): {rec['tp_collective']}")
+
+
 def print_estimate(rec: dict) -> None:
+    if rec.get("mode") == "inference":
+        print_inference(rec)
+        return
     console = Console()
     title = (f"{rec['model']} on {rec['num_devices']} x {rec['accelerator']} ({rec['network']}), "
              f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} cp={rec['cp']} ep={rec['ep']}, "
@@ -69,3 +108,16 @@ def _breakdown(title: str, unit: str, rows: list[tuple[str, str]], rec: dict, wh
             table.add_row(label, fmt_number(rec[key]), _pct(rec[key], whole))
     table.add_row("[bold]total[/bold]", f"[bold]{fmt_number(whole)}[/bold]", "100%")
     return table
+
+
+def print_operators(rows: list[dict]) -> None:
+    """The ``--ops`` table: one block per phase."""
+    from llmsim.report import print_table
+
+    headers = {"flops": "FLOPs", "bytes": "bytes", "intensity_flop_per_byte": "FLOP/byte",
+               "ridge_flop_per_byte": "ridge FLOP/byte", "time_s": "time [s]", "time_share": "share"}
+    cols = ["op", "flops", "bytes", "intensity_flop_per_byte", "ridge_flop_per_byte", "bound", "time_s",
+            "time_share"]
+    for phase in dict.fromkeys(r["phase"] for r in rows):
+        block = [dict(r, time_share=f"{100 * r['time_share']:.1f}%") for r in rows if r["phase"] == phase]
+        print_table(block, cols, title=f"Operators: {phase} (per device)", headers=headers)

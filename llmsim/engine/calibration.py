@@ -54,6 +54,11 @@ MOE_LOAD_IMBALANCE = 1.1
 RUNTIME_RESERVED_BYTES = 2.0e9
 ACTIVATION_FRAGMENTATION = 1.10
 
+# Inference engines run prefill in chunks of at most this many tokens per step, which bounds the
+# activation workspace they reserve: TensorRT-LLM's default max_num_tokens is 8192 (TensorRT-LLM docs,
+# "Tuning max batch size and max num tokens"); vLLM's chunked-prefill default is of the same order.
+PREFILL_CHUNK_TOKENS = 8192
+
 # Fixed per-step time outside the model: data loader, logging, gradient-norm all-reduce, launch of the
 # optimizer step. Megatron-LM logs ~10-50 ms of such work per iteration on large runs.
 STEP_OVERHEAD_S = 0.02

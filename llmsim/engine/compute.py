@@ -46,8 +46,11 @@ def elementwise(name: str, elements, reads: float, writes: float, count: float =
 
 
 def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool, ep=1,
-              count: float = 1.0, flash: bool = True) -> list[Op]:
-    """Operators of one transformer layer for one microbatch of ``b`` sequences of ``s`` tokens."""
+              count: float = 1.0, flash: bool = True, touched_experts=None, expert_tp=None) -> list[Op]:
+    """Operators of one transformer layer for one microbatch of ``b`` sequences of ``s`` tokens.
+
+    ``touched_experts``: how many of a device's local experts receive tokens (their weights are read);
+    None: all of them (training, prefill). ``expert_tp``: ranks splitting each expert (default tp)."""
     wb = PRECISION_BYTES[precision]
     h, a, kv, d = m.hidden, m.heads, m.kv_heads, m.head_dim
     tokens = b * s / cp  # context parallelism splits the sequence
@@ -101,14 +104,18 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         imbalance = cal.MOE_LOAD_IMBALANCE if moe.capacity_factor is None else min(
             cal.MOE_LOAD_IMBALANCE, moe.capacity_factor)
         rows = tokens * moe.top_k * imbalance
-        per_expert_rows = rows * ep / moe.experts
+        # routed rows pooled from the ep ranks' tokens; experts spread over tp ranks share the same tokens
+        per_expert_rows = rows * (ep if expert_tp is None else 1) / moe.experts
         f = moe.expert_ffn_hidden
+        etp = tp if expert_tp is None else expert_tp
         ops.append(gemm("router", tokens, moe.experts, h, wb, count))
         grouped = (moe.experts / ep)  # grouped GEMM over the local experts
-        up_op = gemm("experts_up", per_expert_rows, up * f / tp, h, wb, count)
-        down_op = gemm("experts_down", per_expert_rows, h, f / tp, wb, count)
-        ops += [_scale(up_op, grouped), elementwise("experts_act", rows * f / tp, up, 1, count),
-                _scale(down_op, grouped)]
+        touched = grouped if touched_experts is None else touched_experts
+        up_op = gemm("experts_up", per_expert_rows, up * f / etp, h, wb, count)
+        down_op = gemm("experts_down", per_expert_rows, h, f / etp, wb, count)
+        ops += [_scale(up_op, grouped, touched, h * up * f / etp * wb),
+                elementwise("experts_act", rows * f / tp, up, 1, count),
+                _scale(down_op, grouped, touched, h * f / etp * wb)]
         if moe.shared_experts:
             fs = f * moe.shared_experts
             ops += [gemm("shared_up", tokens, up * fs / tp, h, wb, count),
@@ -123,9 +130,11 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
     return ops + low_precision_casts(ops, precision)
 
 
-def _scale(op: Op, times) -> Op:
-    """``times`` identical GEMMs (a grouped GEMM over local experts)."""
-    return Op(op.name, op.kind, op.flops * times, op.bytes * times, op.min_dim, op.bwd_ratio, op.count,
+def _scale(op: Op, times, touched, weight_bytes) -> Op:
+    """``times`` identical GEMMs (a grouped GEMM over local experts) of which ``touched`` read their
+    ``weight_bytes`` of weights."""
+    nbytes = (op.bytes - weight_bytes) * times + weight_bytes * touched
+    return Op(op.name, op.kind, op.flops * times, nbytes, op.min_dim, op.bwd_ratio, op.count,
               cast_elems=tuple(e * times for e in op.cast_elems))
 
 

@@ -20,10 +20,13 @@ class Split:
     microbatches: int  # per pipeline per optimizer step
     virtual_stages: int
     layers_per_stage: int  # the fullest stage (ceil)
+    ep_in_tp: bool = False  # inference: experts spread over the tp group (expert tp = tp / ep)
 
     @property
     def degrees(self) -> dict[str, int]:
         """Degrees used to place ranks: ep is carved out of dp (expert data parallelism)."""
+        if self.ep_in_tp:
+            return {"tp": self.tp, "cp": self.cp, "ep": 1, "dp": self.dp, "pp": self.pp}
         return {"tp": self.tp, "cp": self.cp, "ep": self.ep, "dp": self.dp // self.ep, "pp": self.pp}
 
 
@@ -47,9 +50,11 @@ def resolve_split(sc: Scenario) -> Split:
             raise SpecError(f"ep ({p.ep}) > 1 needs a mixture-of-experts model", path="parallel.ep")
         if m.moe.experts % p.ep:
             raise SpecError(f"experts ({m.moe.experts}) are not divisible by ep ({p.ep})", path="parallel.ep")
-        if dp % p.ep:
-            raise SpecError(f"dp ({dp}) is not divisible by ep ({p.ep}): expert parallelism is carved "
-                            "out of data parallelism", path="parallel.ep")
+    # serving engines (TensorRT-LLM, vLLM, SGLang) spread the experts over the tensor-parallel ranks
+    ep_in_tp = p.ep > 1 and w.mode == "inference" and dp % p.ep != 0 and p.tp % p.ep == 0
+    if p.ep > 1 and dp % p.ep and not ep_in_tp:
+        raise SpecError(f"dp ({dp}) is not divisible by ep ({p.ep}): expert parallelism is carved out of data "
+                        "parallelism (inference: or out of tp, when ep divides tp)", path="parallel.ep")
     seq = w.seq_len if w.mode == "training" else (w.input_len or w.seq_len)
     if seq % p.cp:
         raise SpecError(f"seq_len ({seq}) is not divisible by cp ({p.cp})", path="parallel.cp")
@@ -63,4 +68,4 @@ def resolve_split(sc: Scenario) -> Split:
         microbatches = w.global_batch_size // per_step
     return Split(tp=p.tp, pp=p.pp, dp=dp, cp=p.cp, ep=p.ep, microbatch_size=p.microbatch_size,
                  microbatches=microbatches, virtual_stages=p.virtual_stages,
-                 layers_per_stage=math.ceil(m.layers / p.pp))
+                 layers_per_stage=math.ceil(m.layers / p.pp), ep_in_tp=ep_in_tp)

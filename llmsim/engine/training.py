@@ -19,7 +19,7 @@ from llmsim.engine.memory import (
     state_bytes,
     with_runtime_reserve,
 )
-from llmsim.engine.params import param_counts
+from llmsim.engine.params import local_params, param_counts
 from llmsim.engine.split import resolve_split
 from llmsim.engine.tensor_parallel import layer_tp_comm
 from llmsim.engine.topology import group_path, neighbour_path, path_of, strides
@@ -140,16 +140,8 @@ def estimate_training(sc: Scenario) -> dict:
     bubble = (sp.pp - 1) / v * per_mb  # 1F1B: (p-1) slots; interleaved: (p-1)/v
 
     # --- parameters, data parallelism, optimizer -------------------------------------------------
-    counts = param_counts(m)
-    dense_layer_params = counts.attention + counts.dense_mlp + counts.norms
-    moe_layer_nonexpert = counts.attention + counts.norms + counts.router + counts.shared_experts
-    stage_frac = stage_layers / m.layers
-    # input embedding on the first stage, output projection on the last (both on one stage when pp = 1)
-    embed = m.vocab * m.hidden * (2 if sp.pp == 1 and not m.tied_embeddings else 1)
-    local_dense = (stage_frac * (counts.dense_layers * dense_layer_params + counts.moe_layers
-                                 * moe_layer_nonexpert) + embed) / tp
-    local_expert = stage_frac * counts.moe_layers * counts.experts * counts.expert / (tp * ep)
-    local_params = local_dense + local_expert
+    local_dense, local_expert = local_params(m, stage_layers, sp.pp, tp, ep)
+    local_total = local_dense + local_expert
     # context-parallel ranks hold the same weights: gradients are reduced, and ZeRO shards, over dp * cp
     # (Megatron-Core's data-parallel group "with context parallel")
     dp, z = sp.dp * cp, p.zero_stage
@@ -181,7 +173,7 @@ def estimate_training(sc: Scenario) -> dict:
     else:  # gradient reduce overlaps the last microbatch's backward; weight gather the next forward
         exposed_dp = max(0.0, grad_sync - mb_bwd) + max(0.0, param_sync - mb_fwd)
 
-    opt_params = local_params / (dp if z >= 1 else 1)
+    opt_params = local_total / (dp if z >= 1 else 1)
     optimizer = opt_params * ADAM_BYTES_PER_PARAM / (acc.hbm_bw_bytes_per_s * cal.HBM_EFFICIENCY)
     step = pipeline_time + bubble + exposed_dp + optimizer + cal.STEP_OVERHEAD_S
 

@@ -51,6 +51,8 @@ class WorkloadSpec(Strict):
     def _check(self) -> WorkloadSpec:
         if self.mode == "training" and self.global_batch_size is None:
             raise ValueError("training needs global_batch_size (sequences per optimizer step)")
+        if self.mode == "inference" and (self.input_len is None or self.output_len is None):
+            raise ValueError("inference needs input_len and output_len (tokens per sequence)")
         return self
 
 

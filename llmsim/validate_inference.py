@@ -1,0 +1,93 @@
+"""Inference predictions held against the published serving benchmarks of the calibration set.
+
+The records are offline maximum-throughput runs (TensorRT-LLM ``trtllm-bench``, requests at infinite
+rate, uniform synthetic input/output lengths; MLPerf Offline). llmsim models them as a static batch as
+large as memory allows (``batch_size: max``): output tokens per second per device, the metric the
+records publish (data README, caveat 4).
+"""
+
+from __future__ import annotations
+
+from llmsim.validate import Skip, load_records
+
+# record model name prefix -> model preset of the same architecture (the presets cite their configs)
+MODELS = {"Llama 3.1 8B": "llama3-8b", "Llama 3.3 70B": "llama3-70b", "Llama 3.1 405B": "llama3-405b",
+          "Llama 2 70B": "llama2-70b", "Qwen3-235B-A22B": "qwen3-235b-a22b"}
+# record accelerator -> (accelerator preset, network preset)
+SYSTEMS = {"H100": ("h100-sxm", "dgx-h100"), "H200": ("h200-sxm", "dgx-h200"), "B200": ("b200", "dgx-b200"),
+           "GB200": ("gb200", "gb200-nvl72"), "H200-SXM-141GB": ("h200-sxm", "dgx-h200")}
+PRECISIONS = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "bf16": "bf16", "fp16": "fp16"}
+
+
+def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
+    """A scenario mapping for an inference record, and the assumptions made to complete it."""
+    m, hw, p, w = rec["model"], rec["hardware"], rec["parallel"], rec["workload"]
+    notes: list[str] = []
+    model = next((preset for prefix, preset in MODELS.items() if m["name"].startswith(prefix)), None)
+    if model is None:
+        raise Skip(f"no model preset for {m['name']}")
+    if hw["accelerator"] not in SYSTEMS:
+        raise Skip(f"no preset for accelerator {hw['accelerator']}")
+    if not w.get("isl") or not w.get("osl"):
+        raise Skip("input/output lengths not published (dataset-driven benchmark)")
+    acc, net = SYSTEMS[hw["accelerator"]]
+    precision = PRECISIONS.get(str(p.get("precision") or "").lower())
+    if precision is None:
+        raise Skip(f"precision {p.get('precision')} not modelled")
+    # NVIDIA ModelOpt FP8/FP4 checkpoints quantise the KV cache to FP8 (hf_quant_config kv_cache_quant_algo)
+    kv = "fp8" if precision in ("fp8", "fp4") else precision
+    if kv != precision:
+        notes.append("FP8 KV cache (ModelOpt checkpoint)")
+    tp, pp = p.get("tp") or 1, p.get("pp") or 1
+    ep = p.get("ep") or 1
+    parallel = {"tp": tp, "pp": pp, "ep": ep, "dp": hw["count"] // (tp * pp), "sequence_parallel": False}
+    scenario = {"model": model,
+                "system": {"accelerator": acc, "num_devices": hw["count"], "network": net},
+                "parallel": parallel,
+                "workload": {"mode": "inference", "precision": precision, "kv_precision": kv,
+                             "batch_size": "max", "input_len": w["isl"], "output_len": w["osl"],
+                             "seq_len": w["isl"] + w["osl"]}}
+    notes.append("batch = largest that fits (offline max throughput)")
+    return scenario, notes
+
+
+def measured_per_device(rec: dict) -> float:
+    x = rec["metrics"]
+    if x.get("output_tokens_per_s_per_gpu"):
+        return float(x["output_tokens_per_s_per_gpu"])
+    if x.get("output_tokens_per_s_total"):
+        return x["output_tokens_per_s_total"] / rec["hardware"]["count"]
+    raise Skip("no output-throughput metric")
+
+
+def run(registry) -> tuple[list[dict], list[dict]]:
+    """(rows for modelled inference records, rows for skipped ones with their reason)."""
+    from llmsim.engine.inference import estimate_inference
+    from llmsim.spec.convert import scenario_values
+    from llmsim.spec.errors import SpecError
+    from llmsim.spec.load import resolve_presets
+    from llmsim.spec.scenario import ScenarioSpec
+    from llmsim.spec.yamlio import Document
+
+    rows, skipped = [], []
+    for rec in load_records():
+        if not rec["category"].startswith("inference"):
+            continue
+        try:
+            data, notes = scenario_dict(rec)
+            measured = measured_per_device(rec)
+            resolve_presets(data, Document(data, "published_runs.yaml"), registry)
+            sc = scenario_values(ScenarioSpec.model_validate(data))
+            out = estimate_inference(sc)
+        except (Skip, SpecError) as err:
+            skipped.append({"id": rec["id"], "reason": str(err)})
+            continue
+        pred = out["throughput_tokens_per_s_per_device"]
+        framework = "MLPerf" if rec["id"].startswith("mlperf") else "TensorRT-LLM"
+        rows.append({"id": rec["id"], "paper": "-", "framework": framework,
+                     "hardware": rec["hardware"]["accelerator"],
+                     "measured_tokens_per_s_per_device": measured, "predicted_tokens_per_s_per_device": pred,
+                     "rel_error": pred / measured - 1, "batch_size": out["batch_size"],
+                     "ttft_s": out["ttft_s"], "tpot_s": out["tpot_s"], "fits_in_memory": out["fits_in_memory"],
+                     "assumptions": "; ".join(notes)})
+    return rows, skipped

@@ -1,0 +1,111 @@
+"""Inference model: hand-worked decode and KV cache, properties, `max` batch, CLI."""
+
+import dataclasses
+import json
+
+import pytest
+from conftest import run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llmsim.engine import calibration as cal
+from llmsim.engine.inference import estimate_inference, touched_experts
+from llmsim.estimate import load
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _sc(registry, model="llama2-7b", acc="a100-sxm-80gb", net="dgx-a100", devices=1, tp=1, batch=1,
+        isl=128, osl=128, extra=()):
+    return load(None, registry, [
+        f"model={model}", f"system.accelerator={acc}", f"system.network={net}", f"system.num_devices={devices}",
+        f"parallel.tp={tp}", "parallel.pp=1", "parallel.dp=1", "workload.mode=inference",
+        f"workload.batch_size={batch}", f"workload.input_len={isl}", f"workload.output_len={osl}", *extra])
+
+
+def test_llama2_7b_batch1_decode_on_a100_is_weights_over_bandwidth(registry):
+    out = estimate_inference(_sc(registry))
+    # weights: 6.738e9 params x 2 B = 13.477 GB; achievable HBM 2.039 TB/s x 0.85 = 1.733 TB/s -> 7.776 ms
+    weights_s = 13.4768e9 / (2.039e12 * 0.85)
+    # one kernel per op: 10 per layer x 32 layers + 3 (final norm, logits, sampling) = 323 x 5 us = 1.615 ms
+    kernels_s = 323 * cal.KERNEL_OVERHEAD_S
+    # KV cache at a mean context of ~192 tokens: 32 x 2 x 4096 x 2 B x 192 = 0.1 GB -> 0.06 ms; activations tiny
+    assert out["weights_gb"] == pytest.approx(13.4768, rel=1e-3)
+    assert out["tpot_s"] == pytest.approx(weights_s + kernels_s, rel=0.02)
+
+
+def test_llama3_70b_kv_cache_at_8k_context(registry):
+    # 80 layers x 8 KV heads x 128 dims x (K + V) x 2 bytes = 327,680 B per token; x 8192 = 2.684 GB
+    sc = _sc(registry, model="llama3-70b", acc="h100-sxm", net="dgx-h100", isl=8191, osl=1)
+    assert estimate_inference(sc)["kv_cache_gb"] == pytest.approx(2.68435456)
+    # tp = 8 splits the 8 KV heads one per device: 0.3355 GB
+    sc8 = _sc(registry, model="llama3-70b", acc="h100-sxm", net="dgx-h100", devices=8, tp=8, isl=8191, osl=1)
+    assert estimate_inference(sc8)["kv_cache_gb"] == pytest.approx(2.68435456 / 8)
+
+
+def test_moe_decode_reads_only_touched_experts():
+    from llmsim.values import Model, MoE
+
+    m = Model("moe", 2, 1024, 4096, 8, 8, 128, 1000, "swiglu", False, False,
+              moe=MoE(experts=64, top_k=2, shared_experts=0, expert_ffn_hidden=512, first_dense_layers=0,
+                      capacity_factor=None))
+    # one token touches exactly top_k = 2 experts; n tokens miss an expert with probability (1 - 2/64)^n
+    assert touched_experts(m, 1, 1, 1) == pytest.approx(2.0)
+    assert touched_experts(m, 32, 1, 1) == pytest.approx(64 * (1 - (62 / 64) ** 32))
+    assert touched_experts(m, 10_000, 1, 1) == pytest.approx(64)
+
+
+def test_max_batch_fits_and_one_more_does_not(registry):
+    sc = _sc(registry, model="llama3-8b", acc="h100-sxm", net="dgx-h100", batch="max", isl=2048, osl=2048)
+    out = estimate_inference(sc)
+    assert out["fits_in_memory"] and out["batch_size"] > 1
+    more = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, batch_size=out["batch_size"] + 1))
+    assert not estimate_inference(more)["fits_in_memory"]
+
+
+models = st.sampled_from(["llama2-7b", "llama3-8b", "mixtral-8x7b"])
+
+
+@SETTINGS
+@given(model=models, batch=st.integers(1, 256), isl=st.integers(16, 4096), osl=st.integers(2, 1024),
+       factor=st.floats(1.0, 4.0))
+def test_tpot_grows_with_context_and_batch_and_never_with_bandwidth(registry, model, batch, isl, osl, factor):
+    sc = _sc(registry, model=model, acc="h100-sxm", net="dgx-h100", batch=batch, isl=isl, osl=osl)
+    base = estimate_inference(sc)["tpot_s"]
+    longer = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, input_len=isl * 2))
+    assert estimate_inference(longer)["tpot_s"] >= base
+    bigger = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, batch_size=batch * 2))
+    assert estimate_inference(bigger)["tpot_s"] >= base
+    acc = sc.accelerator
+    fast = dataclasses.replace(sc, accelerator=dataclasses.replace(acc, hbm_bw_bytes_per_s=acc.hbm_bw_bytes_per_s
+                                                                    * factor))
+    assert estimate_inference(fast)["tpot_s"] <= base * (1 + 1e-12)
+
+
+def test_tpot_grows_with_batch_past_the_ridge_point(registry):
+    # decode GEMMs of llama3-8b on H100 turn compute-bound near batch ~ ridge (989e12 / 3.35e12 = 295 tokens)
+    t = [estimate_inference(_sc(registry, model="llama3-8b", acc="h100-sxm", net="dgx-h100", batch=b,
+                                isl=16, osl=2))["tpot_s"] for b in (1024, 2048)]
+    assert t[1] > 1.5 * t[0]
+
+
+def test_estimate_inference_cli_json_and_ops():
+    args = ["estimate", "--mode", "inference", "--model", "llama3-8b", "--devices", "8", "--tp", "8", "--pp", "1",
+            "--batch-size", "max", "--input-len", "1024", "--output-len", "256"]
+    r = run_cli(*args, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["e2e_latency_s"] == pytest.approx(out["ttft_s"] + 255 * out["tpot_s"])
+    assert out["fits_in_memory"] and out["batch_size"] > 1
+    r = run_cli(*args, "--ops", "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("phase,op,flops,bytes,intensity_flop_per_byte,ridge_flop_per_byte,bound,time_s")
+    assert any(line.startswith("decode step,attention,") and ",memory," in line for line in lines)
+    assert any(",network," in line for line in lines)
+
+
+def test_inference_without_lengths_is_a_one_line_error():
+    r = run_cli("estimate", "--mode", "inference", "--set", "workload.batch_size=4")
+    assert r.returncode == 2
+    assert "input_len and output_len" in r.stderr and "Traceback" not in r.stderr

@@ -261,7 +261,7 @@ def validate_cmd(
                 "rel_error", "batch_size", "ttft_s", "tpot_s"]
     inf_heads = {**heads, "measured_tokens_per_s_per_device": "measured out tok/s/dev",
                  "predicted_tokens_per_s_per_device": "predicted out tok/s/dev", "batch_size": "batch",
-                 "ttft_s": "TTFT [s]", "tpot_s": "TPOT [s]"}
+                 "ttft_s": "TTFT (s)", "tpot_s": "TPOT (s)"}
     shown = [{**r, "rel_error": f"{100 * r['rel_error']:+.1f}%"} for r in inf_rows]
     emit(shown, "table", inf_cols, title="Inference output throughput (offline, max batch): predicted vs measured",
          headers=inf_heads)

@@ -54,8 +54,8 @@ def print_inference(rec: dict) -> None:
     fits = "[green]fits[/green]" if rec["fits_in_memory"] else "[bold red]DOES NOT FIT[/bold red]"
     head.add_row("memory per device", f"{fmt_number(rec['memory_per_device_gb'])} GB  {fits}")
     console.print(head)
-    console.print(_breakdown("Time to first token", "time [s]", INFERENCE_TIME_ROWS, rec, rec["ttft_s"], True))
-    console.print(_breakdown("One decode step (mean over the output)", "time [s]", DECODE_ROWS, rec,
+    console.print(_breakdown("Time to first token", "time (s)", INFERENCE_TIME_ROWS, rec, rec["ttft_s"], True))
+    console.print(_breakdown("One decode step (mean over the output)", "time (s)", DECODE_ROWS, rec,
                              rec["tpot_s"], True))
     console.print(_breakdown("Memory per device", "GB", INFERENCE_MEMORY_ROWS, rec, rec["memory_per_device_gb"],
                              False))
@@ -84,7 +84,7 @@ def print_estimate(rec: dict) -> None:
     head.add_row("memory per device", f"{fmt_number(rec['memory_per_device_gb'])} GB  {fits}")
     console.print(head)
 
-    console.print(_breakdown("Step time breakdown", "time [s]", TIME_ROWS, rec, rec["step_time_s"], skip_zero=True))
+    console.print(_breakdown("Step time breakdown", "time (s)", TIME_ROWS, rec, rec["step_time_s"], skip_zero=True))
     console.print(_breakdown("Memory per device (busiest stage)", "GB", MEMORY_ROWS, rec,
                              rec["memory_per_device_gb"], skip_zero=False))
     coll = Table(title="Collectives (main operation of each parallel dimension)", title_justify="left")
@@ -115,7 +115,7 @@ def print_operators(rows: list[dict]) -> None:
     from llmsim.report import print_table
 
     headers = {"flops": "FLOPs", "bytes": "bytes", "intensity_flop_per_byte": "FLOP/byte",
-               "ridge_flop_per_byte": "ridge FLOP/byte", "time_s": "time [s]", "time_share": "share"}
+               "ridge_flop_per_byte": "ridge FLOP/byte", "time_s": "time (s)", "time_share": "share"}
     cols = ["op", "flops", "bytes", "intensity_flop_per_byte", "ridge_flop_per_byte", "bound", "time_s",
             "time_share"]
     for phase in dict.fromkeys(r["phase"] for r in rows):

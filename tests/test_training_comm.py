@@ -89,3 +89,21 @@ def test_ring_latency_mixes_tiers_by_hops(registry):
     # with tp = 8 every dp neighbour sits in another node: one InfiniBand level of 16
     path = group_path(net, order, {"tp": 8, "cp": 1, "ep": 1, "dp": 16, "pp": 1}, "dp")
     assert [(lv.tier, lv.ranks) for lv in path.levels] == [("infiniband", 16)]
+
+
+def test_ops_table_for_training_adds_up_and_names_bounds():
+    import csv
+    import io
+
+    from conftest import run_cli
+
+    r = run_cli("estimate", "--ops", "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert sum(float(x["time_share"]) for x in rows) == pytest.approx(1.0)
+    by_op = {x["op"]: x for x in rows}
+    # llama3-70b default, mb 1 x 4096 tokens, tp 8: qkv GEMM intensity >> H100 ridge (989/3.35 = 295 FLOP/B)
+    assert by_op["qkv_proj"]["bound"] == "compute" and float(by_op["qkv_proj"]["ridge_flop_per_byte"]) == \
+        pytest.approx(989.4e12 / 3.35e12)
+    assert by_op["attn_norm"]["bound"] == "memory"
+    assert by_op["tp_comm (exposed)"]["bound"] == "network"

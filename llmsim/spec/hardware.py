@@ -31,6 +31,16 @@ class AttentionTflops(Strict):
     bwd: PosFloat
 
 
+class ChipletSpec(Strict):
+    """One kind of logic die in the package (cost model)."""
+
+    name: str
+    count: PosInt = 1
+    area_mm2: PosFloat
+    node: str  # a logic node of presets/technology/logic.yaml, or one of its aliases
+    stacked: bool = False  # bonded on top of another die (3D, e.g. SoIC): takes no interposer area
+
+
 class AcceleratorSpec(Strict):
     name: str
     description: str = ""
@@ -49,6 +59,8 @@ class AcceleratorSpec(Strict):
     process_node: str | None = None
     die_area_mm2: PosFloat | None = None
     num_dies: PosInt | None = None
+    chiplets: list[ChipletSpec] | None = None  # logic dies by kind; default num_dies x die_area/num_dies
+    package: Literal["cowos-s", "cowos-l", "organic"] | None = None  # presets/technology/packaging.yaml
     release_year: PosInt | None = None
     list_price_usd: PosFloat | None = None
     cloud_usd_per_hour: PosFloat | None = None

@@ -1,0 +1,86 @@
+"""Silicon cost model: dies per wafer and yields by hand, monotonicity, chiplet crossover, analyst BOMs."""
+
+import math
+
+import pytest
+from conftest import run_cli
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmsim.cost import accelerator_cost
+from llmsim.engine.silicon import Die, Package, device_cost, die_yield, dies_per_wafer, dies_per_wafer_simple
+
+
+def test_dies_per_wafer_by_hand():
+    # simple: pi 150^2 / A - pi 300 / sqrt(2 A)
+    # 100 mm2: 706.86 - 66.64 = 640.2;  800 mm2: 88.36 - 23.56 = 64.8
+    assert dies_per_wafer_simple(100) == pytest.approx(640.2, abs=0.1)
+    assert dies_per_wafer_simple(800) == pytest.approx(64.8, abs=0.1)
+    # Actuary: A' = A + 2 (0.2) sqrt(A) + 0.04, r = 145 mm: pi r^2 / A' - pi 290 / sqrt(2 A')
+    # 100 mm2: A' = 104.04 -> 634.87 - 63.16 = 571.7;  800 mm2: A' = 811.35 -> 81.41 - 22.62 = 58.8
+    assert dies_per_wafer(100) == pytest.approx(571.7, abs=0.1)
+    assert dies_per_wafer(800) == pytest.approx(58.8, abs=0.1)
+
+
+def test_yields_by_hand():
+    # D0 = 0.1 /cm2: x = D0 A = 0.1 (100 mm2) and 0.8 (800 mm2)
+    assert die_yield(100, 0.1, "poisson") == pytest.approx(math.exp(-0.1))  # 0.9048
+    assert die_yield(100, 0.1, "murphy") == pytest.approx(((1 - math.exp(-0.1)) / 0.1) ** 2)  # 0.9056
+    assert die_yield(100, 0.1, "seeds") == pytest.approx(1 / 1.1)  # 0.9091
+    assert die_yield(100, 0.1, "negative-binomial") == pytest.approx(1.01 ** -10)  # 0.9053
+    # 800 mm2 (hardware.md sec. 3.7, B200 row): 0.449 / 0.474 / 0.556 / 0.463
+    assert die_yield(800, 0.1, "poisson") == pytest.approx(0.449, abs=5e-4)
+    assert die_yield(800, 0.1, "murphy") == pytest.approx(0.474, abs=5e-4)
+    assert die_yield(800, 0.1, "seeds") == pytest.approx(0.556, abs=5e-4)
+    assert die_yield(800, 0.1, "negative-binomial") == pytest.approx(0.463, abs=5e-4)
+
+
+PKG = Package(usd_per_mm2=0.02, area_factor=1.0, bond_yield_per_die=0.99, attach_yield=1.0, test_assembly_usd=0.0)
+
+
+def _cost(area, d0, wafer=17000.0, pkg=PKG, count=1):
+    return device_cost([Die("d", area, count, wafer, d0)], 0, 0.0, 0.0, 0.0, pkg)["device_cost_usd"]
+
+
+@given(area=st.floats(20, 800), d0=st.floats(0.01, 1.0), grow=st.floats(1.01, 2.0))
+def test_cost_rises_with_area_and_defect_density(area, d0, grow):
+    assert _cost(area * grow, d0) > _cost(area, d0)
+    assert _cost(area, d0 * grow) > _cost(area, d0)
+
+
+@given(area=st.floats(20, 800), d0=st.floats(0.01, 1.0))
+def test_negative_binomial_tends_to_poisson(area, d0):
+    assert die_yield(area, d0, alpha=1e7) == pytest.approx(die_yield(area, d0, "poisson"), rel=1e-5)
+    assert die_yield(area, d0, alpha=2) > die_yield(area, d0, "poisson")  # clustering helps big dies
+
+
+def test_chiplets_beat_one_large_die_past_a_crossover_at_high_defect_density():
+    # four chiplets of 1.1 A / 4 (10% die-to-die overhead, AMD ISSCC 2021), each bonded at 0.99
+    def split(area, d0):
+        return device_cost([Die("c", 1.1 * area / 4, 4, 17000.0, d0)], 0, 0.0, 0.0, 0.0, PKG)["device_cost_usd"]
+
+    assert split(25, 0.5) > _cost(25, 0.5)  # small die: area overhead and bonding loss dominate
+    assert split(800, 0.5) < _cost(800, 0.5)  # large die: yield dominates
+    # the crossover moves to smaller areas as defects rise: at 100 mm2 one die wins at 0.1, chiplets at 0.5
+    assert split(100, 0.1) > _cost(100, 0.1)
+    assert split(100, 0.5) < _cost(100, 0.5)
+
+
+@pytest.mark.parametrize("name,analyst", [("h100-sxm", 3320), ("b200", 6400), ("mi300x", 5300)])
+def test_manufacturing_cost_within_35_percent_of_analyst_boms(registry, name, analyst):
+    # analyst BOMs: ../shared/data/hardware.md sec. 3.9 (Silicon Analysts cost bridge)
+    cost = accelerator_cost(registry.get("accelerators", name))["device_cost_usd"]
+    assert cost == pytest.approx(analyst, rel=0.35)
+
+
+def test_cost_cli_csv_and_bad_input():
+    r = run_cli("cost", "b200", "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    head, row = r.stdout.splitlines()
+    assert head.startswith("accelerator,device_cost_usd,logic_raw_usd,logic_yield_loss_usd,hbm_usd")
+    parts = dict(zip(head.split(","), row.split(",")))
+    total = sum(float(parts[k]) for k in ("logic_raw_usd", "logic_yield_loss_usd", "hbm_usd", "interposer_usd",
+                                          "assembly_loss_usd", "test_assembly_usd"))
+    assert float(parts["device_cost_usd"]) == pytest.approx(total)
+    r = run_cli("cost", "h100-sxm", "--yield-model", "gaussian")
+    assert r.returncode == 2 and "allowed: poisson" in r.stderr and "Traceback" not in r.stderr

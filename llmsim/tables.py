@@ -37,23 +37,30 @@ INFERENCE_MEMORY_ROWS = [
 ]
 
 
+def _headline(title: str, rec: dict, rows: list[tuple[str, str]]) -> Table:
+    """The key figures of an estimate, with memory per device and whether it fits last."""
+    head = Table(title=title, show_header=False, title_justify="left")
+    head.add_column("metric")
+    head.add_column("value", justify="right")
+    for label, value in rows:
+        head.add_row(label, value)
+    fits = "[green]fits[/green]" if rec["fits_in_memory"] else "[bold red]DOES NOT FIT[/bold red]"
+    head.add_row("memory per device", f"{fmt_number(rec['memory_per_device_gb'])} GB  {fits}")
+    return head
+
+
 def print_inference(rec: dict) -> None:
     console = Console()
     title = (f"{rec['model']} on {rec['num_devices']} x {rec['accelerator']} ({rec['network']}), "
              f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} ep={rec['ep']}, batch {rec['batch_size']} x "
              f"({rec['input_len']} in + {rec['output_len']} out) tokens, {rec['precision']} "
              f"(KV {rec['kv_precision']})")
-    head = Table(title=title, show_header=False, title_justify="left")
-    head.add_column("metric")
-    head.add_column("value", justify="right")
-    head.add_row("time to first token (TTFT)", f"{fmt_number(rec['ttft_s'] * 1e3)} ms")
-    head.add_row("time per output token (TPOT)", f"{fmt_number(rec['tpot_s'] * 1e3)} ms")
-    head.add_row("end-to-end latency", f"{fmt_number(rec['e2e_latency_s'])} s")
-    head.add_row("throughput", f"{fmt_number(rec['throughput_tokens_per_s'])} output tokens/s "
-                               f"({fmt_number(rec['throughput_tokens_per_s_per_device'])} per device)")
-    fits = "[green]fits[/green]" if rec["fits_in_memory"] else "[bold red]DOES NOT FIT[/bold red]"
-    head.add_row("memory per device", f"{fmt_number(rec['memory_per_device_gb'])} GB  {fits}")
-    console.print(head)
+    console.print(_headline(title, rec, [
+        ("time to first token (TTFT)", f"{fmt_number(rec['ttft_s'] * 1e3)} ms"),
+        ("time per output token (TPOT)", f"{fmt_number(rec['tpot_s'] * 1e3)} ms"),
+        ("end-to-end latency", f"{fmt_number(rec['e2e_latency_s'])} s"),
+        ("throughput", (f"{fmt_number(rec['throughput_tokens_per_s'])} output tokens/s "
+                       f"({fmt_number(rec['throughput_tokens_per_s_per_device'])} per device)"))]))
     console.print(_breakdown("Time to first token", "time (s)", INFERENCE_TIME_ROWS, rec, rec["ttft_s"], True))
     console.print(_breakdown("One decode step (mean over the output)", "time (s)", DECODE_ROWS, rec,
                              rec["tpot_s"], True))
@@ -72,17 +79,12 @@ def print_estimate(rec: dict) -> None:
              f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} cp={rec['cp']} ep={rec['ep']}, "
              f"mb={rec['microbatch_size']} x {rec['microbatches']}, {rec['precision']}, "
              f"recompute={rec['recompute']}, ZeRO-{rec['zero_stage']}")
-    head = Table(title=title, show_header=False, title_justify="left")
-    head.add_column("metric")
-    head.add_column("value", justify="right")
-    head.add_row("step time", f"{fmt_number(rec['step_time_s'])} s")
-    head.add_row("throughput", f"{fmt_number(rec['tokens_per_s'])} tokens/s "
-                               f"({fmt_number(rec['tokens_per_s_per_device'])} per device)")
-    head.add_row("MFU", f"{100 * rec['mfu']:.1f}%")
-    head.add_row("model FLOPs per step", f"{fmt_number(rec['model_flops_per_step'])} FLOP")
-    fits = "[green]fits[/green]" if rec["fits_in_memory"] else "[bold red]DOES NOT FIT[/bold red]"
-    head.add_row("memory per device", f"{fmt_number(rec['memory_per_device_gb'])} GB  {fits}")
-    console.print(head)
+    console.print(_headline(title, rec, [
+        ("step time", f"{fmt_number(rec['step_time_s'])} s"),
+        ("throughput", (f"{fmt_number(rec['tokens_per_s'])} tokens/s "
+                       f"({fmt_number(rec['tokens_per_s_per_device'])} per device)")),
+        ("MFU", f"{100 * rec['mfu']:.1f}%"),
+        ("model FLOPs per step", f"{fmt_number(rec['model_flops_per_step'])} FLOP")]))
 
     console.print(_breakdown("Step time breakdown", "time (s)", TIME_ROWS, rec, rec["step_time_s"], skip_zero=True))
     console.print(_breakdown("Memory per device (busiest stage)", "GB", MEMORY_ROWS, rec,

@@ -150,14 +150,21 @@ def group_of(rec: dict) -> dict:
             "hardware": rec["hardware"]["accelerator"]}
 
 
-def run(registry) -> tuple[list[dict], list[dict]]:
-    """(rows for modelled records, rows for skipped ones with their reason)."""
-    from llmsim.engine.training import estimate_training
+def scenario_of(data: dict, registry):
+    """Frozen scenario values of a converted record (presets resolved, schema checked)."""
     from llmsim.spec.convert import scenario_values
-    from llmsim.spec.errors import SpecError
     from llmsim.spec.load import resolve_presets
     from llmsim.spec.scenario import ScenarioSpec
     from llmsim.spec.yamlio import Document
+
+    resolve_presets(data, Document(data, "published_runs.yaml"), registry)
+    return scenario_values(ScenarioSpec.model_validate(data))
+
+
+def run(registry) -> tuple[list[dict], list[dict]]:
+    """(rows for modelled records, rows for skipped ones with their reason)."""
+    from llmsim.engine.training import estimate_training
+    from llmsim.spec.errors import SpecError
 
     rows, skipped = [], []
     for rec in load_records():
@@ -168,9 +175,7 @@ def run(registry) -> tuple[list[dict], list[dict]]:
                 raise Skip("per-layer microbenchmark, not a full training step")
             data, notes = scenario_dict(rec)
             measured, how = measured_tokens_per_s_per_device(rec)
-            resolve_presets(data, Document(data, "published_runs.yaml"), registry)
-            sc = scenario_values(ScenarioSpec.model_validate(data))
-            out = estimate_training(sc)
+            out = estimate_training(scenario_of(data, registry))
         except (Skip, SpecError) as err:
             skipped.append({"id": rec["id"], "reason": str(err)})
             continue

@@ -8,7 +8,7 @@ records publish (data README, caveat 4).
 
 from __future__ import annotations
 
-from llmsim.validate import Skip, load_records
+from llmsim.validate import Skip, load_records, scenario_of
 
 # record model name prefix -> model preset of the same architecture (the presets cite their configs)
 MODELS = {"Llama 3.1 8B": "llama3-8b", "Llama 3.3 70B": "llama3-70b", "Llama 3.1 405B": "llama3-405b",
@@ -63,11 +63,7 @@ def measured_per_device(rec: dict) -> float:
 def run(registry) -> tuple[list[dict], list[dict]]:
     """(rows for modelled inference records, rows for skipped ones with their reason)."""
     from llmsim.engine.inference import estimate_inference
-    from llmsim.spec.convert import scenario_values
     from llmsim.spec.errors import SpecError
-    from llmsim.spec.load import resolve_presets
-    from llmsim.spec.scenario import ScenarioSpec
-    from llmsim.spec.yamlio import Document
 
     rows, skipped = [], []
     for rec in load_records():
@@ -76,9 +72,7 @@ def run(registry) -> tuple[list[dict], list[dict]]:
         try:
             data, notes = scenario_dict(rec)
             measured = measured_per_device(rec)
-            resolve_presets(data, Document(data, "published_runs.yaml"), registry)
-            sc = scenario_values(ScenarioSpec.model_validate(data))
-            out = estimate_inference(sc)
+            out = estimate_inference(scenario_of(data, registry))
         except (Skip, SpecError) as err:
             skipped.append({"id": rec["id"], "reason": str(err)})
             continue

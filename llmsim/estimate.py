@@ -44,6 +44,7 @@ def record(sc) -> dict:
         rec.update({"mode": w.mode, "precision": w.precision, "kv_precision": w.kv_precision or w.precision,
                     "input_len": w.input_len, "output_len": w.output_len})
         rec.update(estimate_inference(sc))
+        rec.update(_cost_columns(sc, rec["throughput_tokens_per_s"]))
         return rec
     from llmsim.engine.training import estimate_training
 
@@ -52,7 +53,21 @@ def record(sc) -> dict:
                 "mode": w.mode, "precision": w.precision, "seq_len": w.seq_len,
                 "global_batch_size": w.global_batch_size})
     rec.update(estimate_training(sc))
+    rec.update(_cost_columns(sc, rec["tokens_per_s"]))
     return rec
+
+
+def _cost_columns(sc, tokens_per_s: float) -> dict:
+    """Device manufacturing cost and the system's capex, power, $/hour and $ per million tokens."""
+    from llmsim.engine.system_cost import system_cost
+
+    acc = sc.accelerator
+    price = acc.list_price_usd if acc.list_price_usd is not None else acc.device_cost_usd
+    out = {"device_cost_usd": acc.device_cost_usd}
+    out.update(system_cost(sc.num_devices, price if price is not None else float("nan"),
+                           acc.tdp_w if acc.tdp_w is not None else float("nan"), sc.network, sc.cost,
+                           tokens_per_s))
+    return out
 
 
 def operator_rows(sc) -> list[dict]:

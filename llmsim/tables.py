@@ -49,6 +49,22 @@ def _headline(title: str, rec: dict, rows: list[tuple[str, str]]) -> Table:
     return head
 
 
+def _cost_table(rec: dict) -> Table:
+    """Capex, power and cost per token (``cost`` section of the scenario)."""
+    table = Table(title="Cost (cost section of the scenario; devices at TDP)", show_header=False,
+                  title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [("device manufacturing cost", "device_cost_usd", "USD"), ("device price", "device_price_usd", "USD"),
+            ("system capex", "system_capex_usd", "USD"), ("  of which scale-out network", "network_capex_usd", "USD"),
+            ("system power (with PUE)", "system_power_w", "W"), ("cost per hour", "cost_per_hour_usd", "USD/h"),
+            ("energy per token", "energy_per_token_j", "J"),
+            ("cost per million tokens", "cost_per_million_tokens_usd", "USD")]
+    for label, key, unit in rows:
+        table.add_row(label, f"{fmt_number(rec.get(key))} {unit}")
+    return table
+
+
 def print_inference(rec: dict) -> None:
     console = Console()
     title = (f"{rec['model']} on {rec['num_devices']} x {rec['accelerator']} ({rec['network']}), "
@@ -66,6 +82,7 @@ def print_inference(rec: dict) -> None:
                              rec["tpot_s"], True))
     console.print(_breakdown("Memory per device", "GB", INFERENCE_MEMORY_ROWS, rec, rec["memory_per_device_gb"],
                              False))
+    console.print(_cost_table(rec))
     if rec.get("tp_collective"):
         console.print(f"tensor-parallel all-reduce (decode): {rec['tp_collective']}")
 
@@ -89,6 +106,7 @@ def print_estimate(rec: dict) -> None:
     console.print(_breakdown("Step time breakdown", "time (s)", TIME_ROWS, rec, rec["step_time_s"], skip_zero=True))
     console.print(_breakdown("Memory per device (busiest stage)", "GB", MEMORY_ROWS, rec,
                              rec["memory_per_device_gb"], skip_zero=False))
+    console.print(_cost_table(rec))
     coll = Table(title="Collectives (main operation of each parallel dimension)", title_justify="left")
     coll.add_column("dimension")
     coll.add_column("operation algorithm/protocol on tiers")

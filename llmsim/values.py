@@ -70,6 +70,7 @@ class Accelerator:
     cloud_usd_per_hour: float | None = None
     # kernel -> (forward, backward) FLOP/s of fused attention; empty: derived from the matmul efficiency
     attention_flops_per_s: dict[str, tuple[float, float]] = field(default_factory=dict)
+    device_cost_usd: float | None = None  # manufacturing cost (silicon cost model), when it can be derived
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s at ``precision``; 0 when the device does not support it."""
@@ -138,3 +139,4 @@ class Scenario:
     parallel: Parallel
     workload: Workload
     names: dict[str, str] = field(default_factory=dict)  # preset names for the output record
+    cost: object = None  # engine.system_cost.CostRates

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from llmsim.engine.system_cost import CostRates
+from llmsim.spec.errors import SpecError
 from llmsim.spec.hardware import PRECISIONS, AcceleratorSpec, NetworkSpec, PrecisionTflops
 from llmsim.spec.model import ModelSpec
 from llmsim.spec.scenario import ScenarioSpec
@@ -41,7 +43,17 @@ def accelerator_values(a: AcceleratorSpec) -> Accelerator:
         scaleout_bw_bytes_per_s=a.scaleout_bw_gb_per_s_per_dir * GB, tdp_w=a.tdp_w,
         die_area_mm2=a.die_area_mm2, num_dies=a.num_dies, hbm_stacks=a.hbm_stacks,
         list_price_usd=a.list_price_usd, cloud_usd_per_hour=a.cloud_usd_per_hour,
+        device_cost_usd=_manufacturing_cost(a),
     )
+
+
+def _manufacturing_cost(a: AcceleratorSpec) -> float | None:
+    from llmsim.cost import accelerator_cost
+
+    try:
+        return float(accelerator_cost(a)["device_cost_usd"])
+    except SpecError:  # no die area / node / HBM cost entry: cost columns fall back to the list price
+        return None
 
 
 def network_values(n: NetworkSpec) -> Network:
@@ -67,6 +79,7 @@ def scenario_values(s: ScenarioSpec) -> Scenario:
         workload=Workload(mode=w.mode, precision=w.precision, seq_len=w.seq_len,
                           global_batch_size=w.global_batch_size, batch_size=w.batch_size,
                           input_len=w.input_len, output_len=w.output_len, kv_precision=w.kv_precision),
+        cost=CostRates(**s.cost.model_dump()),
         names={"model": s.model.name, "accelerator": s.system.accelerator.name,
                "network": s.system.network.name},
     )

@@ -56,6 +56,30 @@ class WorkloadSpec(Strict):
         return self
 
 
+class CostSpec(Strict):
+    """Prices and rates for system cost and cost per token; every default has its source."""
+
+    # non-GPU content of a DGX H100 (CPUs, memory, NICs, NVSwitch baseboard, chassis) ~$32k per 8 GPUs
+    # (SemiAnalysis BOM via Epoch AI, ../shared/data/hardware.md sec. 3.9)
+    host_usd_per_device: float = Field(default=4000.0, ge=0)
+    # DGX H100 draws 10.2 kW at most, 8 x 700 W of it GPUs: 4.6 kW / 8 (NVIDIA DGX H100 datasheet)
+    host_power_w_per_device: float = Field(default=575.0, ge=0)
+    # 64-port 400G InfiniBand switch ~$36k (FS.com QM9700-class, Aug 2024 quote), i.e. $562.5 per port
+    switch_port_usd: float = Field(default=562.5, ge=0)
+    # cables and transceivers ~$1,280 per link (2 links per GPU at 1,024 H100: $2.62M, Aug 2024 cluster
+    # cost sheet built on thinkmate/fs.com quotes)
+    link_usd: float = Field(default=1280.0, ge=0)
+    switch_radix: PosInt = 64  # NVIDIA Quantum-2: 64 ports of 400 Gb/s
+    # Uptime Institute Global Data Center Survey 2023: average PUE 1.58 (hyperscale sites ~1.1)
+    pue: float = Field(default=1.58, ge=1)
+    # US industrial electricity, 2023 average 8.0 cents/kWh (EIA Electric Power Monthly, table 5.3)
+    electricity_usd_per_kwh: float = Field(default=0.08, ge=0)
+    # servers written off over 6 years by Microsoft (FY2023 10-K) and 4 often assumed for GPUs: 5
+    amortization_years: float = Field(default=5.0, gt=0)
+    device_price_usd: float | None = Field(default=None, ge=0)  # default: the preset's list price
+    cloud_usd_per_device_hour: float | None = Field(default=None, ge=0)  # set: rent instead of own
+
+
 class SystemSpec(Strict):
     accelerator: AcceleratorSpec
     num_devices: PosInt
@@ -76,6 +100,7 @@ class ScenarioSpec(Strict):
     system: SystemSpec
     parallel: ParallelSpec = ParallelSpec()
     workload: WorkloadSpec
+    cost: CostSpec = CostSpec()
 
     @model_validator(mode="after")
     def _check(self) -> ScenarioSpec:

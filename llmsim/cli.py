@@ -190,6 +190,53 @@ def estimate(
         emit([rec], "csv")
 
 
+@app.command("sweep")
+def sweep_cmd(
+    ctx: typer.Context,
+    spec: Path = typer.Argument(..., help="Sweep spec YAML (base, grid, zip, constraints, objectives, keep)."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE (.csv or .json), atomically."),
+    jobs: int = typer.Option(-1, "--jobs", help="Worker processes (-1: all cores)."),
+    top: int | None = typer.Option(None, "--top", min=1, help="Keep the best K rows."),
+    pareto_only: bool = typer.Option(False, "--pareto-only", help="Keep only the Pareto-optimal rows (rank 0)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    yes: bool = typer.Option(False, "--yes", help="Run sweeps of 10 million points or more."),
+) -> None:
+    """Evaluate a grid of design points and rank them by Pareto front; CSV on stdout or -o FILE."""
+    from llmsim import sweep as sw
+    from llmsim.report import to_csv, to_json, write_atomic
+
+    sp = sw.load_sweep(spec)
+    n = sp.size
+    sys.stderr.write(f"llmsim sweep: {n:,} design points\n")
+    if n >= 10_000_000 and not yes:
+        raise SpecError(f"{n:,} design points: pass --yes to run a sweep of 10 million points or more",
+                        file=str(spec))
+    if output is not None and output.suffix not in (".csv", ".json"):
+        raise SpecError(f"-o {output}: unknown format {output.suffix!r}; allowed: .csv, .json")
+    dirs = tuple(ctx.find_root().obj.get("preset_dirs", []) if isinstance(ctx.find_root().obj, dict) else ())
+    show = not quiet and sys.stderr.isatty()
+    if show:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task("evaluating", total=len(sw.chunks(n, 256)))
+            rows = sw.run(sp, dirs, jobs, progress=lambda total: bar.advance(task))
+    else:
+        rows = sw.run(sp, dirs, jobs)
+    rows = sw.rank(rows, sp.objectives)
+    if pareto_only:
+        rows = [r for r in rows if r.get("pareto_rank") == 0]
+    if top:
+        rows = rows[:top]
+    cols = sw.columns(rows)
+    if output is None:
+        sys.stdout.write(to_csv(rows, cols))
+    else:
+        write_atomic(output, to_csv(rows, cols) if output.suffix == ".csv" else to_json(
+            [{c: r.get(c) for c in cols} for r in rows]))
+        sys.stderr.write(f"llmsim sweep: {len(rows):,} rows written to {output}\n")
+
+
 @app.command("cost")
 def cost_cmd(
     ctx: typer.Context,

@@ -1,0 +1,66 @@
+"""Safe arithmetic/boolean expressions over a record's columns (sweep constraints).
+
+The text is parsed with ``ast`` and only literals, column names, arithmetic, comparisons, boolean
+operators and a few functions (min, max, abs) are allowed; nothing is ever passed to ``eval``.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+
+_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+        ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_FUNCS = {"min": min, "max": max, "abs": abs}
+_ALLOWED = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd, ast.BinOp,
+            ast.Compare, ast.Name, ast.Load, ast.Constant, ast.Call, *_BIN, *_CMP)
+
+
+class Expr:
+    """A compiled expression; ``names`` are the columns it reads."""
+
+    def __init__(self, text: str) -> None:
+        try:
+            tree = ast.parse(text, mode="eval")
+        except SyntaxError as err:
+            raise ValueError(f"cannot parse {text!r}: {err.msg}") from None
+        for node in ast.walk(tree):
+            if not isinstance(node, _ALLOWED):
+                raise ValueError(f"{text!r}: {type(node).__name__} is not allowed (arithmetic, comparisons, "  # noqa: TRY004
+                                 "and/or/not, min/max/abs over column names only)")
+            if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _FUNCS
+                                                   and not node.keywords):
+                raise ValueError(f"{text!r}: only min(), max() and abs() may be called")
+        self.text, self._tree = text, tree.body
+        self.names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(_FUNCS))
+
+    def __call__(self, row: dict):
+        return _eval(self._tree, row)
+
+
+def _eval(node, row: dict):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return row[node.id]
+    if isinstance(node, ast.BinOp):
+        return _BIN[type(node.op)](_eval(node.left, row), _eval(node.right, row))
+    if isinstance(node, ast.UnaryOp):
+        v = _eval(node.operand, row)
+        return (not v) if isinstance(node.op, ast.Not) else (-v if isinstance(node.op, ast.USub) else v)
+    if isinstance(node, ast.BoolOp):
+        vals = (_eval(v, row) for v in node.values)
+        return all(vals) if isinstance(node.op, ast.And) else any(vals)
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, row)
+        for op, comp in zip(node.ops, node.comparators, strict=True):
+            right = _eval(comp, row)
+            if not _CMP[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.Call):
+        return _FUNCS[node.func.id](*(_eval(a, row) for a in node.args))
+    raise ValueError(f"unsupported expression node {type(node).__name__}")

@@ -1,0 +1,28 @@
+"""Pareto ranking (non-dominated sorting) of design points over 1-4 objectives, via moocore."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pareto_rank(values: np.ndarray, maximize: list[bool]) -> np.ndarray:
+    """Front index of each row (0 = non-dominated); ``values`` is rows x objectives. NaN rows rank last."""
+    import moocore
+
+    values = np.asarray(values, dtype=float).reshape(len(values), -1)
+    ranks = np.full(len(values), len(values), dtype=int)
+    ok = np.all(np.isfinite(values), axis=1)
+    if ok.any() and values.shape[1] == 1:  # one objective: fronts are the distinct values in order
+        v = values[ok, 0] * (-1 if maximize[0] else 1)
+        ranks[ok] = np.unique(v, return_inverse=True)[1].ravel()
+    elif ok.any():
+        ranks[ok] = moocore.pareto_rank(values[ok], maximise=list(maximize))
+    return ranks
+
+
+def order(values: np.ndarray, maximize: list[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """(ranks, row order): by Pareto rank, then by the first objective (best first)."""
+    ranks = pareto_rank(values, maximize)
+    first = np.asarray(values, dtype=float).reshape(len(values), -1)[:, 0]
+    key = np.where(np.isfinite(first), -first if maximize[0] else first, np.inf)
+    return ranks, np.lexsort((key, ranks))

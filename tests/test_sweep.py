@@ -1,0 +1,129 @@
+"""Sweeps: spec expansion, safe constraints, Pareto ranks against brute force, rows equal estimate."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from llmsim.estimate import load, record
+from llmsim.expr import Expr
+from llmsim.pareto import pareto_rank
+from llmsim.sweep import evaluate_range, load_sweep, rank
+
+SPEC = """\
+base:
+  model: llama3-8b
+  system: {accelerator: h100-sxm, num_devices: 64, network: dgx-h100}
+  parallel: {microbatch_size: 1, recompute: selective, zero_stage: 1}
+  workload: {mode: training, precision: bf16, seq_len: 4096, global_batch_size: 512}
+grid:
+  parallel.tp: [1, 2, 4, 8]
+  parallel.pp: {from: 1, to: 8, mul: 2}
+  system.accelerator: [h100-sxm, a100-sxm-80gb]
+constraints:
+  - "tp * pp <= 16"
+objectives:
+  - maximize: tokens_per_s
+  - minimize: cost_per_million_tokens_usd
+"""
+
+
+@pytest.fixture()
+def spec_file(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(SPEC)
+    return path
+
+
+def _brute_force_ranks(v: np.ndarray) -> np.ndarray:
+    """O(n^2) non-dominated sorting (minimisation): peel fronts one by one."""
+    _n, left, ranks, r = len(v), set(range(len(v))), np.zeros(len(v), int), 0
+    while left:
+        front = {i for i in left if not any(np.all(v[j] <= v[i]) and np.any(v[j] < v[i]) for j in left)}
+        for i in front:
+            ranks[i] = r
+        left -= front
+        r += 1
+    return ranks
+
+
+@settings(max_examples=30, deadline=None)
+@given(arrays(float, st.tuples(st.integers(1, 40), st.integers(1, 4)), elements=st.integers(0, 5).map(float)))
+def test_pareto_ranks_equal_brute_force(v):
+    assert np.array_equal(pareto_rank(v, [False] * v.shape[1]), _brute_force_ranks(v))
+    # maximising a column is minimising its negation
+    assert np.array_equal(pareto_rank(-v, [True] * v.shape[1]), _brute_force_ranks(v))
+
+
+def test_expansion_ranges_and_point_decoding(spec_file):
+    sp = load_sweep(spec_file)
+    assert sp.size == 4 * 4 * 2  # tp 4 values, pp 1..8 by x2 = 4 values, 2 accelerators
+    assert [{".".join(p): v for p, v in sp.point(i)} for i in (0, 1, 31)] == [
+        {"parallel.tp": 1, "parallel.pp": 1, "system.accelerator": "h100-sxm"},
+        {"parallel.tp": 1, "parallel.pp": 1, "system.accelerator": "a100-sxm-80gb"},
+        {"parallel.tp": 8, "parallel.pp": 8, "system.accelerator": "a100-sxm-80gb"}]
+
+
+def test_sweep_rows_equal_estimate_of_the_same_point(spec_file, registry):
+    sp = load_sweep(spec_file)
+    rows = evaluate_range(sp, (), 0, sp.size)
+    assert rows and all(r["tp"] * r["pp"] <= 16 for r in rows)
+    for r in rows[::5]:
+        sc = load(None, registry, ["model=llama3-8b", f"system.accelerator={r['accelerator']}",
+                                   "system.num_devices=64", "system.network=dgx-h100", f"parallel.tp={r['tp']}",
+                                   f"parallel.pp={r['pp']}", "parallel.dp=null", "parallel.cp=1", "parallel.ep=1",
+                                   "parallel.microbatch_size=1", "parallel.virtual_stages=1",
+                                   "parallel.recompute=selective", "parallel.zero_stage=1", "workload.seq_len=4096",
+                                   "workload.global_batch_size=512"])
+        ref = record(sc)
+        assert r["step_time_s"] == pytest.approx(ref["step_time_s"], rel=1e-12)
+        assert r["cost_per_million_tokens_usd"] == pytest.approx(ref["cost_per_million_tokens_usd"], rel=1e-12)
+
+
+def test_ranked_rows_put_the_front_first(spec_file):
+    sp = load_sweep(spec_file)
+    rows = rank(evaluate_range(sp, (), 0, sp.size), sp.objectives)
+    ranks = [r["pareto_rank"] for r in rows]
+    assert ranks == sorted(ranks) and ranks[0] == 0
+    front = [r for r in rows if r["pareto_rank"] == 0]
+    # nothing on the front is beaten on both objectives by any other row
+    for f in front:
+        assert not any(o["tokens_per_s"] > f["tokens_per_s"] and
+                       o["cost_per_million_tokens_usd"] < f["cost_per_million_tokens_usd"] for o in rows)
+
+
+def test_constraints_are_never_evaluated_as_python():
+    assert Expr("tp * pp <= max(8, num_devices // 8) and not dp == 3")({"tp": 2, "pp": 4, "num_devices": 64, "dp": 1})
+    for bad in ("__import__('os').system('true')", "tp.__class__", "[x for x in y]", "open('f')"):
+        with pytest.raises(ValueError):
+            Expr(bad)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("grid:\n  parallel.tp: 3\n", "grid.parallel.tp"),
+    ("grid:\n  workload.seq_len: auto\n", "auto is only allowed"),
+    ("constraints:\n  - \"__import__('os')\"\n", "constraints.0"),
+    ("objectives:\n  - best: tokens_per_s\n", "objectives.0"),
+    ("frobnicate: 1\n", "unknown key 'frobnicate'"),
+])
+def test_bad_specs_are_one_line_errors(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(SPEC.split("grid:")[0] + text)
+    r = run_cli("sweep", str(path))
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and str(path) in r.stderr and "Traceback" not in r.stderr
+
+
+def test_sweep_cli_writes_atomically_and_ranks(spec_file, tmp_path):
+    out = tmp_path / "r.json"
+    r = run_cli("sweep", str(spec_file), "--jobs", "2", "--top", "3", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out.read_text())
+    assert len(rows) == 3 and rows[0]["pareto_rank"] == 0
+    assert not list(tmp_path.glob(".r.json.*"))  # no temp file left behind
+    r = run_cli("sweep", str(spec_file), "--pareto-only")
+    assert r.returncode == 0 and r.stdout.splitlines()[0].startswith("model,accelerator,")

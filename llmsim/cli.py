@@ -237,6 +237,52 @@ def sweep_cmd(
         sys.stderr.write(f"llmsim sweep: {len(rows):,} rows written to {output}\n")
 
 
+@app.command("search")
+def search_cmd(
+    ctx: typer.Context,
+    scenario: Path | None = typer.Argument(None, help="Scenario YAML; default: llama3-70b on 64 h100-sxm."),
+    model: str | None = typer.Option(None, "--model", help="Model preset name."),
+    accelerator: str | None = typer.Option(None, "--accelerator", help="Accelerator preset name."),
+    devices: int | None = typer.Option(None, "--devices", help="Number of accelerators."),
+    network: str | None = typer.Option(None, "--network", help="Network preset name."),
+    global_batch_size: int | None = typer.Option(None, "--global-batch-size", help="Sequences per step."),
+    seq_len: int | None = typer.Option(None, "--seq-len", help="Tokens per sequence."),
+    precision: str | None = typer.Option(None, "--precision", help="bf16, fp16, fp8 or fp4."),
+    set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE", help="Override any field."),
+    objective: str = typer.Option("tokens_per_s", "--objective", help="Output column to rank by."),
+    minimize: bool = typer.Option(False, "--minimize", help="Smaller is better (e.g. cost_per_million_tokens_usd)."),
+    top: int = typer.Option(10, "--top", min=1, help="How many splits to show."),
+    jobs: int = typer.Option(-1, "--jobs", help="Worker processes (-1: all cores)."),
+    fmt: Format = typer.Option(Format.table, "--format", help="table, csv or json."),
+) -> None:
+    """Search every feasible training split (tp, pp, microbatch, recompute, ZeRO) and show the best."""
+    from llmsim import estimate as est
+    from llmsim import search as se
+    from llmsim import sweep as sw
+    from llmsim.report import emit
+
+    flags = dict(model=model, accelerator=accelerator, devices=devices, network=network,
+                 global_batch_size=global_batch_size, seq_len=seq_len, precision=precision)
+    overrides = est.overrides_from_flags(flags, set_)
+    reg = registry(ctx)
+    sc = est.load(scenario, reg, overrides)
+    base = se.base_of(scenario, est.DEFAULT_SCENARIO, overrides, reg)
+    spec = se.search_spec(base, str(scenario or est.DEFAULT_SCENARIO), sc, objective, not minimize)
+    sys.stderr.write(f"llmsim search: {spec.size:,} splits\n")
+    dirs = tuple(ctx.find_root().obj.get("preset_dirs", []) if isinstance(ctx.find_root().obj, dict) else ())
+    rows = sw.rank(sw.run(spec, dirs, jobs), spec.objectives)[:top]
+    if not rows:
+        raise SpecError("no split fits in memory; add devices or lower the batch", file=str(scenario or
+                                                                                           est.DEFAULT_SCENARIO))
+    if fmt is not Format.table:
+        emit(rows, fmt.value, sw.columns(rows))
+        return
+    cols = list(dict.fromkeys([*se.SHOWN, objective]))
+    emit(rows, "table", cols, title=f"Best {len(rows)} splits of {rows[0]['model']} on {rows[0]['num_devices']} x "
+         f"{rows[0]['accelerator']} by {objective}", headers={"microbatch_size": "mb", "zero_stage": "ZeRO",
+                                                             "memory_per_device_gb": "mem GB"})
+
+
 @app.command("cost")
 def cost_cmd(
     ctx: typer.Context,

@@ -127,3 +127,17 @@ def test_sweep_cli_writes_atomically_and_ranks(spec_file, tmp_path):
     assert not list(tmp_path.glob(".r.json.*"))  # no temp file left behind
     r = run_cli("sweep", str(spec_file), "--pareto-only")
     assert r.returncode == 0 and r.stdout.splitlines()[0].startswith("model,accelerator,")
+
+
+def test_search_returns_the_best_feasible_split_first():
+    r = run_cli("search", "--model", "llama3-8b", "--devices", "8", "--global-batch-size", "64", "--top", "50",
+                "--jobs", "1", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    speeds = [x["tokens_per_s"] for x in rows]
+    assert speeds == sorted(speeds, reverse=True) and all(x["fits_in_memory"] for x in rows)
+    best = rows[0]
+    est = run_cli("estimate", "--model", "llama3-8b", "--devices", "8", "--global-batch-size", "64",
+                  "--tp", str(best["tp"]), "--pp", str(best["pp"]), "--microbatch-size", str(best["microbatch_size"]),
+                  "--recompute", best["recompute"], "--zero-stage", str(best["zero_stage"]), "--format", "json")
+    assert json.loads(est.stdout)["tokens_per_s"] == pytest.approx(best["tokens_per_s"], rel=1e-12)

@@ -13,6 +13,20 @@ from pathlib import Path
 import typer
 
 from llmsim import __version__
+from llmsim.cli_common import (
+    ACCELERATOR,
+    DEVICES,
+    GLOBAL_BATCH,
+    MODEL,
+    NETWORK,
+    PRECISION,
+    SCENARIO,
+    SEQ_LEN,
+    SET,
+    Format,
+    registry,
+)
+from llmsim.cli_design import cost_cmd, search_cmd, sweep_cmd
 from llmsim.spec.errors import SpecError
 
 app = typer.Typer(
@@ -33,12 +47,6 @@ class Kind(str, Enum):
     networks = "networks"
 
 
-class Format(str, Enum):
-    table = "table"
-    csv = "csv"
-    json = "json"
-
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"llmsim {__version__}")
@@ -56,17 +64,6 @@ def _root(
                                  help="Print the version and exit."),
 ) -> None:
     ctx.obj = {"preset_dirs": [str(p) for p in presets]}
-
-
-def registry(ctx: typer.Context):
-    from llmsim.spec.presets import PresetRegistry
-
-    root = ctx.find_root()
-    obj = root.obj if isinstance(root.obj, dict) else {}
-    if "registry" not in obj:
-        obj["registry"] = PresetRegistry(obj.get("preset_dirs", []))
-        root.obj = obj
-    return obj["registry"]
 
 
 @presets_app.command("list")
@@ -129,23 +126,22 @@ class Recompute(str, Enum):
 @app.command("estimate")
 def estimate(
     ctx: typer.Context,
-    scenario: Path | None = typer.Argument(None, help="Scenario YAML; default: llama3-70b on 64 h100-sxm."),
-    model: str | None = typer.Option(None, "--model", help="Model preset name."),
-    accelerator: str | None = typer.Option(None, "--accelerator", help="Accelerator preset name."),
-    devices: int | None = typer.Option(None, "--devices", help="Number of accelerators."),
-    network: str | None = typer.Option(None, "--network", help="Network preset name."),
+    scenario: Path | None = SCENARIO,
+    model: str | None = MODEL,
+    accelerator: str | None = ACCELERATOR,
+    devices: int | None = DEVICES,
+    network: str | None = NETWORK,
     tp: int | None = typer.Option(None, "--tp", help="Tensor-parallel degree."),
     pp: int | None = typer.Option(None, "--pp", help="Pipeline-parallel degree."),
     dp: int | None = typer.Option(None, "--dp", help="Data-parallel degree (derived when omitted)."),
     cp: int | None = typer.Option(None, "--cp", help="Context-parallel degree."),
     ep: int | None = typer.Option(None, "--ep", help="Expert-parallel degree."),
     microbatch_size: int | None = typer.Option(None, "--microbatch-size", help="Sequences per microbatch."),
-    global_batch_size: int | None = typer.Option(None, "--global-batch-size",
-                                                     help="Sequences per optimizer step."),
-    seq_len: int | None = typer.Option(None, "--seq-len", help="Tokens per sequence."),
+    global_batch_size: int | None = GLOBAL_BATCH,
+    seq_len: int | None = SEQ_LEN,
     recompute: Recompute | None = typer.Option(None, "--recompute", help="none, selective or full."),
     zero_stage: int | None = typer.Option(None, "--zero-stage", min=0, max=3, help="ZeRO stage 0-3."),
-    precision: str | None = typer.Option(None, "--precision", help="bf16, fp16, fp8 or fp4."),
+    precision: str | None = PRECISION,
     mode: str | None = typer.Option(None, "--mode", help="training or inference."),
     batch_size: str | None = typer.Option(None, "--batch-size",
                                           help="Inference: concurrent sequences, or 'max' (largest that fits)."),
@@ -153,12 +149,10 @@ def estimate(
     output_len: int | None = typer.Option(None, "--output-len", help="Inference: generated tokens per sequence."),
     kv_precision: str | None = typer.Option(None, "--kv-precision", help="Inference: KV-cache precision."),
     ops: bool = typer.Option(False, "--ops", help="Per-operator table: FLOPs, bytes, intensity, bound, time."),
-    set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE",
-                                   help="Override any field, e.g. --set parallel.virtual_stages=2."),
+    set_: list[str] = SET,
     fmt: Format = typer.Option(Format.table, "--format", help="table, csv (header + one row) or json."),
 ) -> None:
-    """Estimate one design point: training (step time, throughput, MFU, memory) or inference (TTFT,
-    TPOT, throughput, KV cache, memory)."""
+    """Estimate one design point: training step time, MFU, memory; or inference TTFT, TPOT, KV cache."""
     from llmsim import estimate as est
     from llmsim.report import emit
 
@@ -188,133 +182,6 @@ def estimate(
         sys.stdout.write(to_json(rec))
     else:
         emit([rec], "csv")
-
-
-@app.command("sweep")
-def sweep_cmd(
-    ctx: typer.Context,
-    spec: Path = typer.Argument(..., help="Sweep spec YAML (base, grid, zip, constraints, objectives, keep)."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE (.csv or .json), atomically."),
-    jobs: int = typer.Option(-1, "--jobs", help="Worker processes (-1: all cores)."),
-    top: int | None = typer.Option(None, "--top", min=1, help="Keep the best K rows."),
-    pareto_only: bool = typer.Option(False, "--pareto-only", help="Keep only the Pareto-optimal rows (rank 0)."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
-    yes: bool = typer.Option(False, "--yes", help="Run sweeps of 10 million points or more."),
-) -> None:
-    """Evaluate a grid of design points and rank them by Pareto front; CSV on stdout or -o FILE."""
-    from llmsim import sweep as sw
-    from llmsim.report import to_csv, to_json, write_atomic
-
-    sp = sw.load_sweep(spec)
-    n = sp.size
-    sys.stderr.write(f"llmsim sweep: {n:,} design points\n")
-    if n >= 10_000_000 and not yes:
-        raise SpecError(f"{n:,} design points: pass --yes to run a sweep of 10 million points or more",
-                        file=str(spec))
-    if output is not None and output.suffix not in (".csv", ".json"):
-        raise SpecError(f"-o {output}: unknown format {output.suffix!r}; allowed: .csv, .json")
-    dirs = tuple(ctx.find_root().obj.get("preset_dirs", []) if isinstance(ctx.find_root().obj, dict) else ())
-    show = not quiet and sys.stderr.isatty()
-    if show:
-        from rich.progress import Progress
-
-        with Progress(transient=True) as bar:
-            task = bar.add_task("evaluating", total=len(sw.chunks(n, 256)))
-            rows = sw.run(sp, dirs, jobs, progress=lambda total: bar.advance(task))
-    else:
-        rows = sw.run(sp, dirs, jobs)
-    rows = sw.rank(rows, sp.objectives)
-    if pareto_only:
-        rows = [r for r in rows if r.get("pareto_rank") == 0]
-    if top:
-        rows = rows[:top]
-    cols = sw.columns(rows)
-    if output is None:
-        sys.stdout.write(to_csv(rows, cols))
-    else:
-        write_atomic(output, to_csv(rows, cols) if output.suffix == ".csv" else to_json(
-            [{c: r.get(c) for c in cols} for r in rows]))
-        sys.stderr.write(f"llmsim sweep: {len(rows):,} rows written to {output}\n")
-
-
-@app.command("search")
-def search_cmd(
-    ctx: typer.Context,
-    scenario: Path | None = typer.Argument(None, help="Scenario YAML; default: llama3-70b on 64 h100-sxm."),
-    model: str | None = typer.Option(None, "--model", help="Model preset name."),
-    accelerator: str | None = typer.Option(None, "--accelerator", help="Accelerator preset name."),
-    devices: int | None = typer.Option(None, "--devices", help="Number of accelerators."),
-    network: str | None = typer.Option(None, "--network", help="Network preset name."),
-    global_batch_size: int | None = typer.Option(None, "--global-batch-size", help="Sequences per step."),
-    seq_len: int | None = typer.Option(None, "--seq-len", help="Tokens per sequence."),
-    precision: str | None = typer.Option(None, "--precision", help="bf16, fp16, fp8 or fp4."),
-    set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE", help="Override any field."),
-    objective: str = typer.Option("tokens_per_s", "--objective", help="Output column to rank by."),
-    minimize: bool = typer.Option(False, "--minimize", help="Smaller is better (e.g. cost_per_million_tokens_usd)."),
-    top: int = typer.Option(10, "--top", min=1, help="How many splits to show."),
-    jobs: int = typer.Option(-1, "--jobs", help="Worker processes (-1: all cores)."),
-    fmt: Format = typer.Option(Format.table, "--format", help="table, csv or json."),
-) -> None:
-    """Search every feasible training split (tp, pp, microbatch, recompute, ZeRO) and show the best."""
-    from llmsim import estimate as est
-    from llmsim import search as se
-    from llmsim import sweep as sw
-    from llmsim.report import emit
-
-    flags = dict(model=model, accelerator=accelerator, devices=devices, network=network,
-                 global_batch_size=global_batch_size, seq_len=seq_len, precision=precision)
-    overrides = est.overrides_from_flags(flags, set_)
-    reg = registry(ctx)
-    sc = est.load(scenario, reg, overrides)
-    base = se.base_of(scenario, est.DEFAULT_SCENARIO, overrides, reg)
-    spec = se.search_spec(base, str(scenario or est.DEFAULT_SCENARIO), sc, objective, not minimize)
-    sys.stderr.write(f"llmsim search: {spec.size:,} splits\n")
-    dirs = tuple(ctx.find_root().obj.get("preset_dirs", []) if isinstance(ctx.find_root().obj, dict) else ())
-    rows = sw.rank(sw.run(spec, dirs, jobs), spec.objectives)[:top]
-    if not rows:
-        raise SpecError("no split fits in memory; add devices or lower the batch", file=str(scenario or
-                                                                                           est.DEFAULT_SCENARIO))
-    if fmt is not Format.table:
-        emit(rows, fmt.value, sw.columns(rows))
-        return
-    cols = list(dict.fromkeys([*se.SHOWN, objective]))
-    emit(rows, "table", cols, title=f"Best {len(rows)} splits of {rows[0]['model']} on {rows[0]['num_devices']} x "
-         f"{rows[0]['accelerator']} by {objective}", headers={"microbatch_size": "mb", "zero_stage": "ZeRO",
-                                                             "memory_per_device_gb": "mem GB"})
-
-
-@app.command("cost")
-def cost_cmd(
-    ctx: typer.Context,
-    accelerator: str = typer.Argument(..., help="Accelerator preset name, e.g. h100-sxm."),
-    yield_model: str = typer.Option("negative-binomial", "--yield-model",
-                                    help="poisson, murphy, seeds, moore or negative-binomial (alpha 10)."),
-    fmt: Format = typer.Option(Format.table, "--format", help="table, csv (header + one row) or json."),
-) -> None:
-    """Manufacturing cost of one accelerator: dies, yield, HBM, interposer, assembly, test (USD)."""
-    from llmsim.cost import PART_COLUMNS, accelerator_cost
-    from llmsim.report import emit, fmt_number
-
-    c = accelerator_cost(registry(ctx).get("accelerators", accelerator), yield_model)
-    flat = {k: v for k, v in c.items() if k != "dies"}
-    if fmt is not Format.table:
-        emit([flat], fmt.value, ["accelerator", "device_cost_usd", *PART_COLUMNS, "package", "yield_model",
-                                 "interposer_mm2", "assembly_yield"])
-        return
-    labels = {"logic_raw_usd": "logic dies (wafer / dies per wafer)", "logic_yield_loss_usd": "logic yield loss",
-              "hbm_usd": "HBM", "interposer_usd": f"interposer / package ({c['package']})",
-              "assembly_loss_usd": "assembly yield loss (scrapped good dies)", "test_assembly_usd": "final test"}
-    total = c["device_cost_usd"]
-    rows = [{"part": labels[k], "usd": fmt_number(c[k]), "share": f"{100 * c[k] / total:.1f}%"}
-            for k in PART_COLUMNS] + [{"part": "total", "usd": fmt_number(total), "share": "100%"}]
-    emit(rows, "table", title=f"{c['accelerator']}: manufacturing cost per good device (USD)",
-         headers={"usd": "USD"})
-    dies = [{"die": d["die"], "count": d["count"], "dies_per_wafer": fmt_number(d["dies_per_wafer"]),
-             "yield": f"{100 * d['yield']:.1f}%", "raw_usd": fmt_number(d["raw_usd"]),
-             "good_usd": fmt_number(d["good_usd"])} for d in c["dies"]]
-    emit(dies, "table", title=f"Logic dies ({c['yield_model']} yield); interposer {fmt_number(c['interposer_mm2'])} "
-                              f"mm2, assembly yield {100 * c['assembly_yield']:.1f}%",
-         headers={"dies_per_wafer": "dies/wafer", "raw_usd": "USD raw", "good_usd": "USD per good die"})
 
 
 @app.command("collective")
@@ -396,6 +263,11 @@ def validate_cmd(
     emit(summary, "table", title="Inference: mean absolute error by group")
     if skipped or inf_skipped:
         emit(skipped + inf_skipped, "table", title="Records not modelled")
+
+
+app.command("sweep")(sweep_cmd)
+app.command("search")(search_cmd)
+app.command("cost")(cost_cmd)
 
 
 def main() -> None:

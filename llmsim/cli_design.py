@@ -1,0 +1,150 @@
+"""Design-space commands: sweep, search, cost (registered on the app in cli.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from llmsim.cli_common import (
+    ACCELERATOR,
+    DEVICES,
+    GLOBAL_BATCH,
+    MODEL,
+    NETWORK,
+    PRECISION,
+    SCENARIO,
+    SEQ_LEN,
+    SET,
+    Format,
+    preset_dirs,
+    registry,
+)
+from llmsim.spec.errors import SpecError
+
+
+def sweep_cmd(
+    ctx: typer.Context,
+    spec: Path = typer.Argument(..., help="Sweep spec YAML (base, grid, zip, constraints, objectives, keep)."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE (.csv or .json), atomically."),
+    jobs: int = typer.Option(-1, "--jobs", help="Worker processes (-1: all cores)."),
+    top: int | None = typer.Option(None, "--top", min=1, help="Keep the best K rows."),
+    pareto_only: bool = typer.Option(False, "--pareto-only", help="Keep only the Pareto-optimal rows (rank 0)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    yes: bool = typer.Option(False, "--yes", help="Run sweeps of 10 million points or more."),
+) -> None:
+    """Evaluate a grid of design points and rank them by Pareto front; CSV on stdout or -o FILE."""
+    from llmsim import sweep as sw
+    from llmsim.report import to_csv, to_json, write_atomic
+
+    sp = sw.load_sweep(spec)
+    n = sp.size
+    sys.stderr.write(f"llmsim sweep: {n:,} design points\n")
+    if n >= 10_000_000 and not yes:
+        raise SpecError(f"{n:,} design points: pass --yes to run a sweep of 10 million points or more",
+                        file=str(spec))
+    if output is not None and output.suffix not in (".csv", ".json"):
+        raise SpecError(f"-o {output}: unknown format {output.suffix!r}; allowed: .csv, .json")
+    dirs = preset_dirs(ctx)
+    show = not quiet and sys.stderr.isatty()
+    if show:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task("evaluating", total=len(sw.chunks(n, 256)))
+            rows = sw.run(sp, dirs, jobs, progress=lambda total: bar.advance(task))
+    else:
+        rows = sw.run(sp, dirs, jobs)
+    rows = sw.rank(rows, sp.objectives)
+    if pareto_only:
+        rows = [r for r in rows if r.get("pareto_rank") == 0]
+    if top:
+        rows = rows[:top]
+    cols = sw.columns(rows)
+    if output is None:
+        sys.stdout.write(to_csv(rows, cols))
+    else:
+        write_atomic(output, to_csv(rows, cols) if output.suffix == ".csv" else to_json(
+            [{c: r.get(c) for c in cols} for r in rows]))
+        sys.stderr.write(f"llmsim sweep: {len(rows):,} rows written to {output}\n")
+
+
+def search_cmd(
+    ctx: typer.Context,
+    scenario: Path | None = SCENARIO,
+    model: str | None = MODEL,
+    accelerator: str | None = ACCELERATOR,
+    devices: int | None = DEVICES,
+    network: str | None = NETWORK,
+    global_batch_size: int | None = GLOBAL_BATCH,
+    seq_len: int | None = SEQ_LEN,
+    precision: str | None = PRECISION,
+    set_: list[str] = SET,
+    objective: str = typer.Option("tokens_per_s", "--objective", help="Output column to rank by."),
+    minimize: bool = typer.Option(False, "--minimize", help="Smaller is better (e.g. cost_per_million_tokens_usd)."),
+    top: int = typer.Option(10, "--top", min=1, help="How many splits to show."),
+    jobs: int = typer.Option(-1, "--jobs", help="Worker processes (-1: all cores)."),
+    fmt: Format = typer.Option(Format.table, "--format", help="table, csv or json."),
+) -> None:
+    """Search every feasible training split (tp, pp, microbatch, recompute, ZeRO) and show the best."""
+    from llmsim import estimate as est
+    from llmsim import search as se
+    from llmsim import sweep as sw
+    from llmsim.report import emit
+
+    flags = dict(model=model, accelerator=accelerator, devices=devices, network=network,
+                 global_batch_size=global_batch_size, seq_len=seq_len, precision=precision)
+    overrides = est.overrides_from_flags(flags, set_)
+    reg = registry(ctx)
+    sc = est.load(scenario, reg, overrides)
+    base = se.base_of(scenario, est.DEFAULT_SCENARIO, overrides, reg)
+    spec = se.search_spec(base, str(scenario or est.DEFAULT_SCENARIO), sc, objective, not minimize)
+    sys.stderr.write(f"llmsim search: {spec.size:,} splits\n")
+    dirs = preset_dirs(ctx)
+    rows = sw.rank(sw.run(spec, dirs, jobs), spec.objectives)[:top]
+    if not rows:
+        raise SpecError("no split fits in memory; add devices or lower the batch", file=str(scenario or
+                                                                                           est.DEFAULT_SCENARIO))
+    if fmt is not Format.table:
+        emit(rows, fmt.value, sw.columns(rows))
+        return
+    cols = list(dict.fromkeys([*se.SHOWN, objective]))
+    emit(rows, "table", cols, title=f"Best {len(rows)} splits of {rows[0]['model']} on {rows[0]['num_devices']} x "
+         f"{rows[0]['accelerator']} by {objective}", headers={"microbatch_size": "mb", "zero_stage": "ZeRO",
+                                                             "memory_per_device_gb": "mem GB"})
+
+
+def cost_cmd(
+    ctx: typer.Context,
+    accelerator: str = typer.Argument(..., help="Accelerator preset name, e.g. h100-sxm."),
+    yield_model: str = typer.Option("negative-binomial", "--yield-model",
+                                    help="poisson, murphy, seeds, moore or negative-binomial (alpha 10)."),
+    fmt: Format = typer.Option(Format.table, "--format", help="table, csv (header + one row) or json."),
+) -> None:
+    """Manufacturing cost of one accelerator: dies, yield, HBM, interposer, assembly, test (USD)."""
+    from llmsim.cost import PART_COLUMNS, accelerator_cost
+    from llmsim.report import emit, fmt_number
+
+    c = accelerator_cost(registry(ctx).get("accelerators", accelerator), yield_model)
+    flat = {k: v for k, v in c.items() if k != "dies"}
+    if fmt is not Format.table:
+        emit([flat], fmt.value, ["accelerator", "device_cost_usd", *PART_COLUMNS, "package", "yield_model",
+                                 "interposer_mm2", "assembly_yield"])
+        return
+    labels = {"logic_raw_usd": "logic dies (wafer / dies per wafer)", "logic_yield_loss_usd": "logic yield loss",
+              "hbm_usd": "HBM", "interposer_usd": f"interposer / package ({c['package']})",
+              "assembly_loss_usd": "assembly yield loss (scrapped good dies)", "test_assembly_usd": "final test"}
+    total = c["device_cost_usd"]
+    rows = [{"part": labels[k], "usd": fmt_number(c[k]), "share": f"{100 * c[k] / total:.1f}%"}
+            for k in PART_COLUMNS] + [{"part": "total", "usd": fmt_number(total), "share": "100%"}]
+    emit(rows, "table", title=f"{c['accelerator']}: manufacturing cost per good device (USD)",
+         headers={"usd": "USD"})
+    dies = [{"die": d["die"], "count": d["count"], "dies_per_wafer": fmt_number(d["dies_per_wafer"]),
+             "yield": f"{100 * d['yield']:.1f}%", "raw_usd": fmt_number(d["raw_usd"]),
+             "good_usd": fmt_number(d["good_usd"])} for d in c["dies"]]
+    emit(dies, "table", title=f"Logic dies ({c['yield_model']} yield); interposer {fmt_number(c['interposer_mm2'])} "
+                              f"mm2, assembly yield {100 * c['assembly_yield']:.1f}%",
+         headers={"dies_per_wafer": "dies/wafer", "raw_usd": "USD raw", "good_usd": "USD per good die"})
+
+

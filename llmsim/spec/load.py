@@ -64,6 +64,14 @@ def resolve_presets(data: dict, doc: Document, registry: PresetRegistry) -> None
         if not isinstance(parent, dict):
             continue
         value = parent.get(path[-1])
+        if kind == "accelerators" and isinstance(value, dict) and "base" in value:
+            from llmsim.derive import derive_accelerator
+
+            try:
+                parent[path[-1]] = derive_accelerator(value, registry, ".".join(path))
+            except SpecError as err:
+                raise SpecError(err.message, file=doc.source, line=doc.line_of(path)) from None
+            continue
         if isinstance(value, str):
             try:
                 parent[path[-1]] = registry.get(kind, value)

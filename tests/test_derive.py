@@ -1,0 +1,53 @@
+"""Derived accelerators: node, memory and link scaling rules worked by hand."""
+
+import pytest
+from conftest import run_cli
+
+from llmsim.cost import accelerator_cost, technology
+from llmsim.derive import compute_scale, derive_accelerator, node_ratios
+from llmsim.spec.hardware import AcceleratorSpec
+
+
+def test_node_ratios_n7_to_n5():
+    # product densities 98 / 66 MTr/mm2; TSMC N5 vs N7: 15% faster, 30% less energy per op
+    d, s, e = node_ratios(technology("logic"), "n7", "n5")
+    assert (d, s, e) == pytest.approx((98 / 66, 1.15, 0.70))
+    # two steps multiply: N7 -> N3 = 1.15 x 1.18 faster, 0.70 x 0.66 the energy
+    assert node_ratios(technology("logic"), "n7", "n3")[1:] == pytest.approx((1.15 * 1.18, 0.70 * 0.66))
+    # going back inverts
+    assert node_ratios(technology("logic"), "n5", "n7") == pytest.approx((66 / 98, 1 / 1.15, 1 / 0.70))
+
+
+def test_compute_scale_at_a_power_budget():
+    d, s, e = 98 / 66, 1.15, 0.70  # density x energy = 1.039: at the same power the clock must drop 3.8%
+    assert compute_scale(d, s, e) == pytest.approx(d / (d * e))  # = 1 / 0.70 = 1.429
+    # with 1.75x the power (400 -> 700 W) the clock takes the full 15%: 1.485 x 1.15 = 1.708
+    assert compute_scale(d, s, e, 1.75) == pytest.approx(d * 1.15)
+
+
+def test_derived_a100_on_n5_with_hbm3_and_nvlink4(registry):
+    spec = {"base": "a100-sxm-80gb", "node": "n5", "memory": "HBM3", "stacks": 5, "scaleup": "nvlink4",
+            "tdp_w": 700}
+    acc = AcceleratorSpec.model_validate(derive_accelerator(spec, registry, "accelerator"))
+    assert acc.peak_tflops.bf16 == pytest.approx(312 * 98 / 66 * 1.15)  # 532.8 TF
+    # 5 x 819 GB/s x (2.039 TB/s / (5 x 460 GB/s)) = 3.630 TB/s: the base's 88.7% of rated bandwidth kept
+    assert acc.hbm_bandwidth_tb_per_s == pytest.approx(5 * 0.819 * 2.039 / 2.3)
+    assert acc.hbm_capacity_gb == 80 and acc.scaleup_bw_gb_per_s_per_dir == 450
+    base = registry.get("accelerators", "a100-sxm-80gb")
+    ratio = accelerator_cost(acc)["device_cost_usd"] / accelerator_cost(base)["device_cost_usd"]
+    assert acc.list_price_usd == pytest.approx(base.list_price_usd * ratio)
+
+
+def test_identity_derivation_keeps_the_base(registry):
+    acc = AcceleratorSpec.model_validate(derive_accelerator({"base": "h100-sxm"}, registry, "accelerator"))
+    base = registry.get("accelerators", "h100-sxm")
+    assert acc.peak_tflops.bf16 == pytest.approx(base.peak_tflops.bf16)
+    assert acc.hbm_bandwidth_tb_per_s == pytest.approx(base.hbm_bandwidth_tb_per_s)
+
+
+def test_bad_derivation_is_a_one_line_error(tmp_path):
+    path = tmp_path / "d.yaml"
+    path.write_text("model: llama3-8b\nsystem:\n  accelerator: {base: h100-sxm, memory: HBM9}\n"
+                    "  num_devices: 8\n  network: dgx-h100\nworkload: {global_batch_size: 8}\n")
+    r = run_cli("estimate", str(path), "--pp", "1")
+    assert r.returncode == 2 and "unknown HBM generation 'HBM9'" in r.stderr and f"{path}:3" in r.stderr

@@ -2,7 +2,7 @@
 
 ``accelerator: {base: a100-sxm-80gb, node: n3, memory: HBM3e, stacks: 8, scaleup: nvlink5}`` keeps the
 base's architecture and die area and scales it by documented rules (presets/technology/):
-  transistors  x density ratio of the nodes (product densities, logic.yaml);
+  transistors  x density ratio of the nodes (product densities, logic.yaml) x die-area ratio;
   clock        x min(speed gain, power headroom): at the base clock the chip draws density x energy-per-op
                of the base's power; the clock then rises by the foundry's iso-power speed gain, or falls,
                until the power budget (the base TDP, or ``tdp_w``) is met (dynamic power ~ clock at fixed
@@ -20,7 +20,8 @@ import math
 
 from llmsim.spec.errors import SpecError
 
-KEYS = {"base", "name", "node", "memory", "stacks", "gb_per_stack", "scaleup", "scaleout", "tdp_w"}
+KEYS = {"base", "name", "node", "memory", "stacks", "gb_per_stack", "scaleup", "scaleout", "tdp_w",
+        "die_area_mm2", "num_dies"}
 
 
 def _node_chain(logic: dict, node: str) -> list[str]:
@@ -68,9 +69,11 @@ def derive_accelerator(spec: dict, registry, where: str) -> dict:
     base_node, _ = logic_node(base.process_node or "", f"{where}.base process_node")
     new_node, _ = logic_node(str(spec.get("node", base_node)), f"{where}.node")
     density, speed, energy = node_ratios(logic, base_node, new_node)
+    area = float(spec.get("die_area_mm2", base.die_area_mm2 or 1.0))
     tdp = float(spec.get("tdp_w", base.tdp_w or 0)) or None
     power_ratio = tdp / base.tdp_w if tdp and base.tdp_w else 1.0
-    k = compute_scale(density, speed, energy, power_ratio)
+    # more silicon area is more transistors, as a denser node is
+    k = compute_scale(density * area / (base.die_area_mm2 or area), speed, energy, power_ratio)
     for field in ("peak_tflops", "measured_matmul_tflops"):
         if field in out:
             out[field] = {p: v * k for p, v in out[field].items()}
@@ -86,7 +89,8 @@ def derive_accelerator(spec: dict, registry, where: str) -> dict:
     out.update(hbm_generation=gen, hbm_stacks=stacks,
                hbm_bandwidth_tb_per_s=stacks * mem[gen]["bw_gb_per_s"] / 1e3 * base.hbm_bandwidth_tb_per_s / rated,
                hbm_capacity_gb=stacks * float(spec.get("gb_per_stack", mem[gen]["gb"])),
-               process_node=new_node, tdp_w=tdp or out.get("tdp_w"))
+               process_node=new_node, tdp_w=tdp or out.get("tdp_w"), die_area_mm2=area,
+               num_dies=int(spec.get("num_dies", base.num_dies or 1)))
     links = technology("links")
     for key, field in (("scaleup", "scaleup_bw_gb_per_s_per_dir"), ("scaleout", "scaleout_bw_gb_per_s_per_dir")):
         if key in spec:

@@ -51,3 +51,9 @@ def test_bad_derivation_is_a_one_line_error(tmp_path):
                     "  num_devices: 8\n  network: dgx-h100\nworkload: {global_batch_size: 8}\n")
     r = run_cli("estimate", str(path), "--pp", "1")
     assert r.returncode == 2 and "unknown HBM generation 'HBM9'" in r.stderr and f"{path}:3" in r.stderr
+
+
+def test_unsupported_precision_is_an_error_not_a_nan():
+    r = run_cli("estimate", "--accelerator", "a100-sxm-80gb", "--network", "dgx-a100", "--precision", "fp8")
+    assert r.returncode == 2
+    assert "precision fp8 is not supported by accelerator 'a100-sxm-80gb'; allowed: fp32, tf32, bf16, fp16" in r.stderr

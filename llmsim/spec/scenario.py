@@ -104,7 +104,12 @@ class ScenarioSpec(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> ScenarioSpec:
-        kernel, acc = self.parallel.attention_kernel, self.system.accelerator
+        acc, prec = self.system.accelerator, self.workload.precision
+        if getattr(acc.peak_tflops, prec) is None:
+            have = [p for p in ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4") if getattr(acc.peak_tflops, p)]
+            raise ValueError(f"workload.precision {prec} is not supported by accelerator '{acc.name}'; "
+                             f"allowed: {', '.join(have)}")
+        kernel = self.parallel.attention_kernel
         measured = acc.measured_attention_tflops or {}
         if kernel != "auto" and measured and kernel not in measured:
             raise ValueError(f"parallel.attention_kernel '{kernel}' has no measurement for accelerator "

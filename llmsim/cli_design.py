@@ -33,6 +33,9 @@ def sweep_cmd(
     pareto_only: bool = typer.Option(False, "--pareto-only", help="Keep only the Pareto-optimal rows (rank 0)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     yes: bool = typer.Option(False, "--yes", help="Run sweeps of 10 million points or more."),
+    backend: str = typer.Option("local", "--backend", help="local (joblib processes) or dask."),
+    scheduler: str | None = typer.Option(None, "--scheduler", envvar="LLMSIM_DASK_SCHEDULER",
+                                         help="Dask scheduler address (tcp://HOST:PORT); none: a local cluster."),
 ) -> None:
     """Evaluate a grid of design points and rank them by Pareto front; CSV on stdout or -o FILE."""
     from llmsim import sweep as sw
@@ -47,6 +50,13 @@ def sweep_cmd(
     if output is not None and output.suffix not in (".csv", ".json"):
         raise SpecError(f"-o {output}: unknown format {output.suffix!r}; allowed: .csv, .json")
     dirs = preset_dirs(ctx)
+    if backend not in ("local", "dask"):
+        raise SpecError(f"--backend: unknown {backend!r}; allowed: local, dask")
+    if backend == "dask":
+        from llmsim.dask_backend import run_on_dask
+
+        rows = run_on_dask(sp, dirs, scheduler)
+        quiet = True
     show = not quiet and sys.stderr.isatty()
     if show:
         from rich.progress import Progress
@@ -54,7 +64,7 @@ def sweep_cmd(
         with Progress(transient=True) as bar:
             task = bar.add_task("evaluating", total=len(sw.chunks(n, 256)))
             rows = sw.run(sp, dirs, jobs, progress=lambda total: bar.advance(task))
-    else:
+    elif backend == "local":
         rows = sw.run(sp, dirs, jobs)
     rows = sw.rank(rows, sp.objectives)
     if pareto_only:

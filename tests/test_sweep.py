@@ -141,3 +141,15 @@ def test_search_returns_the_best_feasible_split_first():
                   "--tp", str(best["tp"]), "--pp", str(best["pp"]), "--microbatch-size", str(best["microbatch_size"]),
                   "--recompute", best["recompute"], "--zero-stage", str(best["zero_stage"]), "--format", "json")
     assert json.loads(est.stdout)["tokens_per_s"] == pytest.approx(best["tokens_per_s"], rel=1e-12)
+
+
+def test_dask_cluster_gives_the_local_results(spec_file):
+    pytest.importorskip("distributed")
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        remote = run_cli("sweep", str(spec_file), "--backend", "dask", "--scheduler", cluster.scheduler_address)
+    local = run_cli("sweep", str(spec_file), "--jobs", "1")
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout and remote.stdout.count("\n") > 5

@@ -157,14 +157,16 @@ def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, st
             resolve_presets(data, doc, registry)
             rec = record(scenario_values(validate(ScenarioSpec, data, doc)))
             reason = None if rec.get("fits_in_memory", True) else "does not fit in memory"
-            for c in checks:
-                if reason is None and not c(rec):
-                    reason = f"constraint {c.text}"
         except SpecError as err:
             rec, reason = dict(inputs), err.message
-        except KeyError as err:
-            raise SpecError(f"constraint names unknown column {err.args[0]!r}", file=spec.source,
-                            path="constraints") from None
+        for c in checks if reason is None else ():
+            missing = [n for n in c.names if n not in rec]
+            if missing:
+                raise SpecError(f"constraint {c.text!r} names unknown column {missing[0]!r}", file=spec.source,
+                                path="constraints")
+            if not c(rec):
+                reason = f"constraint {c.text}"
+                break
         if reason is None or spec.keep == "all":
             rows.append({"point": i, **rec, "infeasible_reason": reason})
     return rows

@@ -7,6 +7,10 @@ objects or raw dicts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmsim.engine.system_cost import CostRates
 
 PRECISION_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
 
@@ -139,4 +143,4 @@ class Scenario:
     parallel: Parallel
     workload: Workload
     names: dict[str, str] = field(default_factory=dict)  # preset names for the output record
-    cost: object = None  # engine.system_cost.CostRates
+    cost: CostRates | None = None  # prices and rates of the scenario's cost section

@@ -22,7 +22,7 @@ from llmsim.engine import calibration as cal
 from llmsim.engine.collectives import collective, collective_time
 from llmsim.engine.compute import ACT_BYTES, Op, head_ops, layer_ops, op_time
 from llmsim.engine.params import local_params
-from llmsim.engine.split import resolve_split
+from llmsim.engine.split import Split, resolve_split
 from llmsim.engine.topology import group_path, neighbour_path
 from llmsim.spec.errors import SpecError
 from llmsim.values import PRECISION_BYTES, Model, Scenario
@@ -64,12 +64,12 @@ def _ops_time(ops: list[Op], sc: Scenario) -> float:
     return sum((op_time(op, acc, prec, kernel=kern) + cal.KERNEL_OVERHEAD_S) * op.count for op in ops)
 
 
-def phase_ops(sc: Scenario, b, s, ctx=None) -> tuple[list[Op], list[Op]]:
+def phase_ops(sc: Scenario, sp: Split, b, s, ctx=None) -> tuple[list[Op], list[Op]]:
     """(dense-layer ops, MoE-layer ops) of one forward over ``b`` sequences of ``s`` new tokens; with
     ``ctx`` it is a decode step (s = 1) against ``ctx`` cached tokens."""
     m, p, w = sc.model, sc.parallel, sc.workload
     kvp = w.kv_precision or w.precision
-    in_tp = resolve_split(sc).ep_in_tp
+    in_tp = sp.ep_in_tp
     touched = touched_experts(m, b * s, p.ep, 1 if in_tp else p.ep) if ctx is not None else None
     etp = p.tp // p.ep if in_tp else None
 
@@ -84,33 +84,32 @@ def phase_ops(sc: Scenario, b, s, ctx=None) -> tuple[list[Op], list[Op]]:
     return dense, (layer(True) if m.moe else dense)
 
 
-def _forward_time(sc: Scenario, b, s, stage_layers: int, ctx=None) -> tuple[float, float]:
+def _forward_time(sc: Scenario, sp: Split, b, s, ctx=None) -> tuple[float, float]:
     """(compute, communication) time of one forward of the fullest stage over the batch."""
-    m, p = sc.model, sc.parallel
-    dense, moe = phase_ops(sc, b, s, ctx)
+    m, p, stage_layers = sc.model, sc.parallel, sp.layers_per_stage
+    dense, moe = phase_ops(sc, sp, b, s, ctx)
     moe_layers = (m.layers - m.moe.first_dense_layers) if m.moe else 0
     frac_moe = moe_layers / m.layers
     layer_t = (1 - frac_moe) * _ops_time(dense, sc) + frac_moe * _ops_time(moe, sc)
     # logits of the last token of each sequence only
     compute = stage_layers * layer_t + _ops_time(head_ops(m, b, 1, p.tp, 1, sc.workload.precision), sc)
-    split = resolve_split(sc)
-    deg = split.degrees
+    deg = sp.degrees
     tok_bytes = b * s * m.hidden * ACT_BYTES
     comm = 0.0
     if p.tp > 1:  # attention output and MLP output all-reduces (no sequence parallelism in inference)
         comm += stage_layers * 2 * collective_time("all_reduce", tok_bytes, p.tp,
                                                    group_path(sc.network, p.order, deg, "tp"))
-    if m.moe and p.ep > 1 and not split.ep_in_tp:  # dispatch and combine (Lepikhin et al. 2020, GShard)
+    if m.moe and p.ep > 1 and not sp.ep_in_tp:  # dispatch and combine (Lepikhin et al. 2020, GShard)
         a2a = tok_bytes * m.moe.top_k
         comm += stage_layers * frac_moe * 2 * collective_time("all_to_all", a2a, p.ep,
                                                                group_path(sc.network, p.order, deg, "ep"))
     return compute, comm
 
 
-def memory_bytes(sc: Scenario, batch, stage_layers: int) -> dict:
+def memory_bytes(sc: Scenario, sp: Split, batch) -> dict:
     """Weights, KV cache, activation workspace and reserve of one device of the fullest stage."""
-    m, p, w = sc.model, sc.parallel, sc.workload
-    dense, expert = local_params(m, stage_layers, p.pp, p.tp, 1 if resolve_split(sc).ep_in_tp else p.ep)
+    m, p, w, stage_layers = sc.model, sc.parallel, sc.workload, sp.layers_per_stage
+    dense, expert = local_params(m, stage_layers, p.pp, p.tp, 1 if sp.ep_in_tp else p.ep)
     weights = (dense + expert) * PRECISION_BYTES[w.precision]
     kv = batch * (w.input_len + w.output_len) * stage_layers * kv_bytes_per_token_layer(
         m, p.tp, w.kv_precision or w.precision)
@@ -126,22 +125,32 @@ def _workspace_per_token(sc: Scenario) -> float:
     return ACT_BYTES * (2 * m.hidden + (m.heads + 2 * m.kv_heads) * m.head_dim / tp + (up + 1) * f / tp)
 
 
+def _logits_bytes_per_seq(sc: Scenario) -> float:
+    return sc.model.vocab / sc.parallel.tp * 4.0  # fp32 logits of the last token
+
+
 def _workspace(sc: Scenario, batch) -> float:
-    """Prefill runs in chunks of at most PREFILL_CHUNK_TOKENS tokens; plus the fp32 logits of the batch."""
+    """Prefill runs in chunks of at most PREFILL_CHUNK_TOKENS tokens; plus the logits of the batch."""
     tokens = np.minimum(batch * sc.workload.input_len, cal.PREFILL_CHUNK_TOKENS)
-    return tokens * _workspace_per_token(sc) + batch * sc.model.vocab / sc.parallel.tp * 4.0
+    return tokens * _workspace_per_token(sc) + batch * _logits_bytes_per_seq(sc)
 
 
-def max_batch(sc: Scenario, stage_layers: int) -> int:
+def max_batch(sc: Scenario, sp: Split) -> int:
     """Largest batch whose weights, KV cache, workspace and reserve fit in HBM (0 when none does).
     Memory is piecewise linear in the batch: the workspace stops growing once prefill is chunked."""
-    free = sc.accelerator.hbm_bytes - sum(v for k, v in memory_bytes(sc, 0, stage_layers).items())
-    per_seq = memory_bytes(sc, 1, stage_layers)["kv"] + sc.model.vocab / sc.parallel.tp * 4.0
+    free = sc.accelerator.hbm_bytes - sum(memory_bytes(sc, sp, 0).values())
+    per_seq = memory_bytes(sc, sp, 1)["kv"] + _logits_bytes_per_seq(sc)
     act, isl, chunk = _workspace_per_token(sc), sc.workload.input_len, cal.PREFILL_CHUNK_TOKENS
     saturated = math.floor((free - act * chunk) / per_seq)
     if saturated * isl >= chunk:
         return max(saturated, 0)
     return max(math.floor(free / (per_seq + act * isl)), 0)
+
+
+def resolve_batch(sc: Scenario, sp: Split) -> int:
+    """The workload's batch size, ``max`` resolved to the largest that fits."""
+    b = sc.workload.batch_size
+    return max_batch(sc, sp) if b == "max" else int(b or 1)
 
 
 def estimate_inference(sc: Scenario) -> dict:
@@ -151,7 +160,7 @@ def estimate_inference(sc: Scenario) -> dict:
         raise SpecError("inference needs workload.input_len and workload.output_len (tokens)", path="workload")
     sp = resolve_split(sc)
     stage_layers = sp.layers_per_stage
-    batch = max_batch(sc, stage_layers) if w.batch_size == "max" else int(w.batch_size or 1)
+    batch = resolve_batch(sc, sp)
     if batch < 1:
         raise SpecError(f"batch_size max: not even one sequence of {w.input_len + w.output_len} tokens fits "
                         f"next to the weights on {sc.accelerator.name}", path="workload.batch_size")
@@ -163,18 +172,18 @@ def estimate_inference(sc: Scenario) -> dict:
         return (p.pp - 1) * collective_time("p2p", nbytes, 2, hop) if p.pp > 1 else 0.0
 
     # prefill: every stage in turn over the whole prompt
-    pre_c, pre_n = _forward_time(sc, batch, isl, stage_layers)
+    pre_c, pre_n = _forward_time(sc, sp, batch, isl)
     prefill_hops = pp_hops(batch * isl)
     ttft = p.pp * (pre_c + pre_n) + prefill_hops
     # decode: mean step time over the output's contexts
     steps = max(osl - 1, 1)
     ctxs = [isl + 1 + (j + 0.5) * steps / DECODE_SAMPLES for j in range(DECODE_SAMPLES)]
-    dec = [_forward_time(sc, batch, 1, stage_layers, ctx=c) for c in ctxs]
+    dec = [_forward_time(sc, sp, batch, 1, ctx=c) for c in ctxs]
     dec_c = sum(c for c, _ in dec) / len(dec)
     dec_n = sum(n for _, n in dec) / len(dec)
     tpot = p.pp * (dec_c + dec_n) + pp_hops(batch)
     e2e = ttft + (osl - 1) * tpot
-    mem = memory_bytes(sc, batch, stage_layers)
+    mem = memory_bytes(sc, sp, batch)
     total = sum(mem.values())
     tokens_out = sp.dp * batch * osl
     tp_path = group_path(net, p.order, sp.degrees, "tp")

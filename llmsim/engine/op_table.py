@@ -43,12 +43,12 @@ def _with_shares(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def _tp_rows(sc: Scenario, phase: str, tokens: float, count: int) -> list[dict]:
+def _tp_rows(sc: Scenario, sp, phase: str, tokens: float, count: int) -> list[dict]:
     p = sc.parallel
     if p.tp <= 1:
         return []
     nbytes = tokens * sc.model.hidden * ACT_BYTES
-    path = group_path(sc.network, p.order, resolve_split(sc).degrees, "tp")
+    path = group_path(sc.network, p.order, sp.degrees, "tp")
     t = collective_time("all_reduce", nbytes, p.tp, path)
     return [_network_row(phase, f"tp_all_reduce x{count}", nbytes * count, t * count)]
 
@@ -57,17 +57,17 @@ def operator_table(sc: Scenario) -> list[dict]:
     """Rows of the per-operator table for the scenario's mode (the MoE layer for MoE models)."""
     m, p, w = sc.model, sc.parallel, sc.workload
     moe = m.moe is not None
-    if w.mode == "inference":
-        from llmsim.engine.inference import phase_ops
-
-        b = resolve_batch(sc)
-        rows = [_row("prefill", op, sc, False) for op in phase_ops(sc, b, w.input_len)[moe]]
-        rows += _tp_rows(sc, "prefill", b * w.input_len, 2)
-        ctx = w.input_len + w.output_len / 2
-        rows += [_row("decode step", op, sc, False) for op in phase_ops(sc, b, 1, ctx)[moe]]
-        rows += _tp_rows(sc, "decode step", b, 2)
-        return _with_shares(rows)
     sp = resolve_split(sc)
+    if w.mode == "inference":
+        from llmsim.engine.inference import phase_ops, resolve_batch
+
+        b = resolve_batch(sc, sp)
+        rows = [_row("prefill", op, sc, False) for op in phase_ops(sc, sp, b, w.input_len)[moe]]
+        rows += _tp_rows(sc, sp, "prefill", b * w.input_len, 2)
+        ctx = w.input_len + w.output_len / 2
+        rows += [_row("decode step", op, sc, False) for op in phase_ops(sc, sp, b, 1, ctx)[moe]]
+        rows += _tp_rows(sc, sp, "decode step", b, 2)
+        return _with_shares(rows)
     seqpar = p.sequence_parallel and p.tp > 1
     ops = layer_ops(m, sp.microbatch_size, w.seq_len, p.tp, p.cp, seqpar, w.precision, moe, p.ep,
                     flash=p.flash_attention)
@@ -81,9 +81,3 @@ def operator_table(sc: Scenario) -> list[dict]:
         rows.append(_network_row("layer fwd+bwd", "tp_comm (exposed)", 4 * nbytes, tpc.forward_s + tpc.backward_s))
     return _with_shares(rows)
 
-
-def resolve_batch(sc: Scenario) -> int:
-    from llmsim.engine.inference import max_batch
-
-    b = sc.workload.batch_size
-    return max_batch(sc, resolve_split(sc).layers_per_stage) if b == "max" else int(b or 1)

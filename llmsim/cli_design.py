@@ -66,7 +66,7 @@ def sweep_cmd(
             rows = sw.run(sp, dirs, jobs, progress=lambda total: bar.advance(task))
     elif backend == "local":
         rows = sw.run(sp, dirs, jobs)
-    rows = sw.rank(rows, sp.objectives)
+    rows = sw.rank(sw.compare(rows, sp.compare, sp.source), sp.objectives)
     if pareto_only:
         rows = [r for r in rows if r.get("pareto_rank") == 0]
     if top:

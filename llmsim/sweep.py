@@ -3,7 +3,9 @@
 Spec (DESIGN.md): ``base`` (a scenario mapping, or the path of a scenario file), ``grid`` (dotted path ->
 list, range ``{from, to, mul}`` / ``{from, to, step}``, or ``auto`` for a parallel degree), ``zip``
 (dotted path -> lists of equal length, varied together), ``constraints`` (expressions over output
-columns), ``objectives`` (``- maximize: col`` / ``- minimize: col``), ``keep: feasible | all``.
+columns), ``objectives`` (``- maximize: col`` / ``- minimize: col``), ``keep: feasible | all``,
+``compare: COLUMN`` (adds ``COLUMN_vs_previous`` and ``COLUMN_vs_first``, ratios in point order: a
+one-factor-at-a-time study prints each factor and the cumulative product).
 Point i of the sweep is decoded from its index (mixed radix over the axes), so each worker expands its
 own index range from the spec: no rows are pickled.
 """
@@ -22,7 +24,7 @@ from llmsim.spec.errors import SpecError
 from llmsim.spec.yamlio import Document, load_yaml
 
 PARALLEL_DEGREES = {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp", "parallel.ep"}
-SPEC_KEYS = {"base", "grid", "zip", "constraints", "objectives", "keep"}
+SPEC_KEYS = {"base", "grid", "zip", "constraints", "objectives", "keep", "compare"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class SweepSpec:
     constraints: tuple[str, ...]
     objectives: tuple[tuple[str, bool], ...]  # (column, maximize)
     keep: str = "feasible"
+    compare: str | None = None
 
     @property
     def size(self) -> int:
@@ -130,8 +133,11 @@ def load_sweep(path: str | Path) -> SweepSpec:
     keep = d.get("keep", "feasible")
     if keep not in ("feasible", "all"):
         raise _err(doc, ("keep",), f"keep must be feasible or all, got {keep!r}")
+    compare = d.get("compare")
+    if compare is not None and not isinstance(compare, str):
+        raise _err(doc, ("compare",), "compare names one output column, e.g. compare: tokens_per_s")
     return SweepSpec(doc.source, base, axes, tuple(tuple(k.split(".")) for k in zp), zip_rows,
-                     tuple(str(c) for c in constraints), tuple(objectives), keep)
+                     tuple(str(c) for c in constraints), tuple(objectives), keep, compare)
 
 
 def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, stop: int) -> list[dict]:
@@ -210,6 +216,28 @@ def rank(rows: list[dict], objectives: tuple[tuple[str, bool], ...]) -> list[dic
     ranks, idx = order(vals, [m for _, m in objectives])
     ranked = [{**feasible[k], "pareto_rank": int(ranks[k])} for k in idx]
     return ranked + [{**r, "pareto_rank": None} for r in rest]
+
+
+def _ratio(value, ref):
+    return value / ref if value is not None and ref else None
+
+
+def compare(rows: list[dict], col: str | None, source: str = "") -> list[dict]:
+    """``col_vs_previous`` and ``col_vs_first``: each row's ``col`` over the previous and the first
+    feasible row's, in point order (rows come from ``run`` in point order)."""
+    if not col or not rows:
+        return rows
+    if col not in rows[0]:
+        raise SpecError(f"compare column {col!r} is not an output column", file=source, path="compare")
+    first = prev = None
+    out = []
+    for r in rows:
+        v = r.get(col) if r.get("infeasible_reason") is None else None
+        out.append({**r, f"{col}_vs_previous": _ratio(v, prev), f"{col}_vs_first": _ratio(v, first)})
+        if v is not None:
+            first = v if first is None else first
+            prev = v
+    return out
 
 
 def columns(rows: list[dict]) -> list[str]:

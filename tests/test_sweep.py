@@ -12,7 +12,8 @@ from hypothesis.extra.numpy import arrays
 from llmsim.estimate import load, record
 from llmsim.expr import Expr
 from llmsim.pareto import pareto_rank
-from llmsim.sweep import evaluate_range, load_sweep, rank
+from llmsim.spec.errors import SpecError
+from llmsim.sweep import compare, evaluate_range, load_sweep, rank
 
 SPEC = """\
 base:
@@ -153,3 +154,16 @@ def test_dask_cluster_gives_the_local_results(spec_file):
     local = run_cli("sweep", str(spec_file), "--jobs", "1")
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout == local.stdout and remote.stdout.count("\n") > 5
+
+
+def test_compare_adds_factor_and_cumulative_columns(tmp_path):
+    # tokens 100, 200, infeasible, 300: factors 2.0 then 1.5 over the last feasible row, cumulative 2, 3
+    rows = [{"tokens_per_s": 100.0, "infeasible_reason": None},
+            {"tokens_per_s": 200.0, "infeasible_reason": None},
+            {"tokens_per_s": 999.0, "infeasible_reason": "does not fit in memory"},
+            {"tokens_per_s": 300.0, "infeasible_reason": None}]
+    out = compare(rows, "tokens_per_s")
+    assert [r["tokens_per_s_vs_previous"] for r in out] == [None, 2.0, None, 1.5]
+    assert [r["tokens_per_s_vs_first"] for r in out] == [None, 2.0, None, 3.0]
+    with pytest.raises(SpecError, match="compare column 'nope'"):
+        compare(rows, "nope")

@@ -227,6 +227,8 @@ def _size_text(n: int) -> str:
 def validate_cmd(
     ctx: typer.Context,
     fmt: Format = typer.Option(Format.table, "--format", help="table, csv or json (per-record rows)."),
+    report: Path | None = typer.Option(None, "--report", metavar="DIR",
+                                       help="Also write DIR/README.md and parity plots (needs matplotlib)."),
 ) -> None:
     """Hold training and inference predictions against published measured runs; errors per record and group."""
     from llmsim import validate as val
@@ -235,6 +237,10 @@ def validate_cmd(
 
     rows, skipped = val.run(registry(ctx))
     inf_rows, inf_skipped = vinf.run(registry(ctx))
+    if report is not None:
+        from llmsim.validate_report import write_report
+
+        write_report(report, rows, skipped, inf_rows, inf_skipped)
     if fmt is not Format.table:
         emit([{"mode": "training", **r} for r in rows] + [{"mode": "inference", **r} for r in inf_rows], fmt.value)
         return

@@ -1,0 +1,63 @@
+"""llmsim validate --report DIR: Markdown report and parity plots."""
+
+import subprocess
+import sys
+
+import pytest
+from conftest import run_cli
+
+pytest.importorskip("matplotlib")
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "validation"
+    proc = run_cli("validate", "--report", str(out), "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_readme_carries_the_mae_that_validate_computes(report_dir, registry):
+    from llmsim import validate as val
+    from llmsim import validate_inference as vinf
+
+    rows, skipped = val.run(registry)
+    inf_rows, _ = vinf.run(registry)
+    text = (report_dir / "README.md").read_text(encoding="utf-8")
+    mae = val.summary(rows)[0]["mean_abs_error"]
+    inf_mae = val.summary(inf_rows)[0]["mean_abs_error"]
+    assert f"MAE **{100 * mae:.1f}%** over {len(rows)} runs" in text
+    assert f"MAE **{100 * inf_mae:.1f}%** over {len(inf_rows)} benchmarks" in text
+    for r in rows + inf_rows:  # every record in the full tables, with its error
+        assert f"`{r['id']}`" in text
+        assert f"{100 * r['rel_error']:+.1f}%" in text
+    for s in skipped:
+        assert f"`{s['id']}`" in text and s["reason"] in text
+    assert "](parity-training.png)" in text and "](parity-inference.png)" in text
+
+
+def test_parity_plots_are_valid_pngs(report_dir):
+    for name in ("parity-training.png", "parity-inference.png"):
+        data = (report_dir / name).read_bytes()
+        assert data.startswith(PNG_MAGIC)
+        assert len(data) > 10_000
+    assert not [p for p in report_dir.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def test_report_is_reproducible(report_dir):
+    first = {p.name: p.read_bytes() for p in report_dir.iterdir()}
+    proc = run_cli("validate", "--report", str(report_dir), "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    assert {p.name: p.read_bytes() for p in report_dir.iterdir()} == first
+
+
+def test_without_matplotlib_one_line_error(tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None\n"
+            "from llmsim.cli import main; sys.argv = ['llmsim', 'validate', '--report', sys.argv[1]]; main()")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r")], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "llmsim: error: needs matplotlib: pip install 'llmsim[plot]'"
+    assert not (tmp_path / "r").exists()

@@ -150,7 +150,7 @@ def markdown(rows: list[dict], skipped: list[dict], inf_rows: list[dict], inf_sk
         "(output tokens/s per device, offline maximum throughput)."),
         f"- Not modelled: {len(skipped) + len(inf_skipped)} records (reasons [below](#records-not-modelled)).",
         "",
-        "How the model works, and every calibration factor: `docs/methodology.md`.",
+        f"How the model works, and every calibration factor: {_methodology_link(out_dir)}.",
         "",
         "## Training",
         "",
@@ -196,6 +196,15 @@ def markdown(rows: list[dict], skipped: list[dict], inf_rows: list[dict], inf_sk
     lines += _table(["id", "mode", "reason"], [[f"`{s['id']}`", s["mode"], s["reason"]] for s in both], "lll") \
         if both else ["None."]
     return "\n".join(lines) + "\n"
+
+
+def _methodology_link(out_dir: str | Path) -> str:
+    """A relative link to docs/methodology.md when the report sits in a checkout that has it."""
+    doc = Path(__file__).resolve().parents[1] / "docs" / "methodology.md"
+    if not doc.exists():
+        return "`docs/methodology.md` in the llmsim repository"
+    rel = Path(os.path.relpath(doc, Path(out_dir).resolve())).as_posix()
+    return f"[`docs/methodology.md`]({rel})"
 
 
 def _table(head: list[str], body: list[list[str]], align: str) -> list[str]:

@@ -27,6 +27,7 @@ from llmsim.cli_common import (
     registry,
 )
 from llmsim.cli_design import cost_cmd, search_cmd, sweep_cmd
+from llmsim.cli_plot import make_plot_app
 from llmsim.spec.errors import SpecError
 
 app = typer.Typer(
@@ -274,6 +275,7 @@ def validate_cmd(
 app.command("sweep")(sweep_cmd)
 app.command("search")(search_cmd)
 app.command("cost")(cost_cmd)
+app.add_typer(make_plot_app(estimate), name="plot")
 
 
 def main() -> None:

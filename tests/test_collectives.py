@@ -162,3 +162,14 @@ def test_collective_cli_bad_input_is_one_line_exit_2(args, message):
     res = run_cli("collective", *args)
     assert res.returncode == 2
     assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_group_not_dividing_the_domain_is_split_evenly(registry):
+    # 72-GPU NVLink racks: 16 ranks 8 apart span 128 ranks; 72 // 8 = 9 would fit in a rack, but 9 does not
+    # divide 16, so the group counts as 2 racks x 8 (it used to be cut to 9 ranks); 64 ranks 4 apart: 72 // 4
+    # = 18 room, largest divisor of 64 that fits = 16, so 16 x 4; 144 ranks 1 apart: 72 x 2
+    net = load(None, registry, ["system.network=gb200-nvl72"]).network
+    assert [lv.ranks for lv in path_of(net, 8, 16).levels] == [8, 2]
+    assert [lv.ranks for lv in path_of(net, 4, 64).levels] == [16, 4]
+    assert [lv.ranks for lv in path_of(net, 1, 144).levels] == [72, 2]
+    assert [lv.ranks for lv in path_of(net, 8, 9).levels] == [9]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from llmsim.values import Model
 
 
@@ -85,7 +87,7 @@ def local_params(m: Model, stage_layers: int, pp: int, tp: int, ep: int) -> tupl
     dense_layer = c.attention + c.dense_mlp + c.norms
     moe_nonexpert = c.attention + c.norms + c.router + c.shared_experts
     frac = stage_layers / m.layers
-    embed = m.vocab * m.hidden * (2 if pp == 1 and not m.tied_embeddings else 1)
+    embed = m.vocab * m.hidden * np.where((pp == 1) & (not m.tied_embeddings), 2, 1)
     dense = (frac * (c.dense_layers * dense_layer + c.moe_layers * moe_nonexpert) + embed) / tp
     expert = frac * c.moe_layers * c.experts * c.expert / (tp * ep)
     return dense, expert

@@ -1,16 +1,27 @@
-"""The 5D parallel split: derived degrees and the checks that make a split possible."""
+"""The 5D parallel split: derived degrees and the checks that make a split possible.
+
+One table of checks serves one design point (``resolve_split``: SpecError, exit 2) and a column of
+design points (``split_arrays``: numpy arrays, the first failing check's message per infeasible row).
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from llmsim.spec.errors import SpecError
 from llmsim.values import Scenario
 
+# the numeric inputs a split is made of (sweeps vary them as arrays)
+SPLIT_INPUTS = ("num_devices", "tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages",
+                "global_batch_size")
+
 
 @dataclass(frozen=True)
 class Split:
+    """Degrees of one design point (ints), or of many (equal-length numpy arrays)."""
+
     tp: int
     pp: int
     dp: int
@@ -25,47 +36,86 @@ class Split:
     @property
     def degrees(self) -> dict[str, int]:
         """Degrees used to place ranks: ep is carved out of dp (expert data parallelism)."""
-        if self.ep_in_tp:
-            return {"tp": self.tp, "cp": self.cp, "ep": 1, "dp": self.dp, "pp": self.pp}
-        return {"tp": self.tp, "cp": self.cp, "ep": self.ep, "dp": self.dp // self.ep, "pp": self.pp}
+        ep = np.where(self.ep_in_tp, 1, self.ep)
+        dp = np.where(self.ep_in_tp, self.dp, self.dp // np.maximum(ep, 1))
+        if np.ndim(self.tp) == 0:
+            ep, dp = int(ep), int(dp)
+        return {"tp": self.tp, "cp": self.cp, "ep": ep, "dp": dp, "pp": self.pp}
+
+
+def inputs_of(sc: Scenario) -> dict:
+    """The split inputs of one scenario, as Python numbers (dp None when derived)."""
+    p, w = sc.parallel, sc.workload
+    return {"num_devices": sc.num_devices, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
+            "microbatch_size": p.microbatch_size, "virtual_stages": p.virtual_stages,
+            "global_batch_size": w.global_batch_size}
+
+
+def _checks(sc: Scenario, a: dict, dp, ep_in_tp) -> list[tuple]:
+    """(failing mask, message of row i, path) for each rule, in the order they are reported."""
+    m, w = sc.model, sc.workload
+    n, tp, pp, cp, ep, mb, v = (a[k] for k in ("num_devices", "tp", "pp", "cp", "ep", "microbatch_size",
+                                               "virtual_stages"))
+    inner = tp * pp * cp
+    experts = m.moe.experts if m.moe else 1
+    seq = w.seq_len if w.mode == "training" else (w.input_len or w.seq_len)
+    per_step = dp * mb
+    out = [
+        (n % inner != 0, lambda i: f"num_devices ({n[i]}) is not divisible by tp*pp*cp "
+                                   f"({tp[i]}*{pp[i]}*{cp[i]} = {inner[i]})", "parallel"),
+        (inner * dp != n, lambda i: f"tp*pp*cp*dp = {inner[i] * dp[i]} must equal num_devices ({n[i]})",
+         "parallel.dp"),
+        (m.heads % tp != 0, lambda i: f"heads ({m.heads}) are not divisible by tp ({tp[i]})", "parallel.tp"),
+        (pp * v > m.layers, lambda i: f"pp*virtual_stages ({pp[i]}*{v[i]}) exceeds layers ({m.layers})",
+         "parallel.pp"),
+        ((ep > 1) & (m.moe is None), lambda i: f"ep ({ep[i]}) > 1 needs a mixture-of-experts model",
+         "parallel.ep"),
+        ((ep > 1) & (experts % ep != 0), lambda i: f"experts ({experts}) are not divisible by ep ({ep[i]})",
+         "parallel.ep"),
+        ((ep > 1) & (dp % ep != 0) & ~ep_in_tp,
+         lambda i: f"dp ({dp[i]}) is not divisible by ep ({ep[i]}): expert parallelism is carved out of data "
+                   "parallelism (inference: or out of tp, when ep divides tp)", "parallel.ep"),
+        (seq % cp != 0, lambda i: f"seq_len ({seq}) is not divisible by cp ({cp[i]})", "parallel.cp"),
+    ]
+    if w.mode == "training":
+        gbs = a["global_batch_size"]
+        out.append((gbs % per_step != 0, lambda i: f"global_batch_size ({gbs[i]}) is not divisible by "
+                    f"dp*microbatch_size ({dp[i]}*{mb[i]} = {per_step[i]})", "workload.global_batch_size"))
+    return out
+
+
+def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
+    """The split of every row of ``a`` (SPLIT_INPUTS -> int arrays; dp may be absent or None: derived),
+    a mask of the feasible rows, and per row the first failing check's (message, path) or None."""
+    a = {k: np.asarray(v, dtype=np.int64) for k, v in a.items() if v is not None}
+    inner = a["tp"] * a["pp"] * a["cp"]
+    dp = a["dp"] if "dp" in a else a["num_devices"] // np.maximum(inner, 1)
+    dp = np.maximum(dp, 1)
+    ep, tp = a["ep"], a["tp"]
+    # serving engines (TensorRT-LLM, vLLM, SGLang) spread the experts over the tensor-parallel ranks
+    ep_in_tp = (ep > 1) & (sc.workload.mode == "inference") & (dp % ep != 0) & (tp % ep == 0)
+    failed = np.zeros(dp.shape, dtype=bool)
+    reasons: list = [None] * dp.size
+    for mask, message, path in _checks(sc, a, dp, ep_in_tp):
+        new = np.broadcast_to(mask, dp.shape) & ~failed
+        for i in np.flatnonzero(new):
+            reasons[i] = (message(i), path)
+        failed |= new
+    microbatches = np.ones_like(dp)
+    if sc.workload.mode == "training":
+        microbatches = a["global_batch_size"] // np.maximum(dp * a["microbatch_size"], 1)
+    split = Split(tp=tp, pp=a["pp"], dp=dp, cp=a["cp"], ep=ep, microbatch_size=a["microbatch_size"],
+                  microbatches=microbatches, virtual_stages=a["virtual_stages"],
+                  layers_per_stage=-(-sc.model.layers // a["pp"]), ep_in_tp=ep_in_tp)
+    return split, ~failed, reasons
 
 
 def resolve_split(sc: Scenario) -> Split:
     """Derive dp and the microbatch count; reject splits no framework can run (SpecError, exit 2)."""
-    p, m, w, n = sc.parallel, sc.model, sc.workload, sc.num_devices
-    inner = p.tp * p.pp * p.cp
-    if n % inner:
-        raise SpecError(f"num_devices ({n}) is not divisible by tp*pp*cp ({p.tp}*{p.pp}*{p.cp} = {inner})",
-                        path="parallel")
-    dp = p.dp if p.dp is not None else n // inner
-    if inner * dp != n:
-        raise SpecError(f"tp*pp*cp*dp = {inner * dp} must equal num_devices ({n})", path="parallel.dp")
-    if m.heads % p.tp:
-        raise SpecError(f"heads ({m.heads}) are not divisible by tp ({p.tp})", path="parallel.tp")
-    if p.pp * p.virtual_stages > m.layers:
-        raise SpecError(f"pp*virtual_stages ({p.pp}*{p.virtual_stages}) exceeds layers ({m.layers})",
-                        path="parallel.pp")
-    if p.ep > 1:
-        if m.moe is None:
-            raise SpecError(f"ep ({p.ep}) > 1 needs a mixture-of-experts model", path="parallel.ep")
-        if m.moe.experts % p.ep:
-            raise SpecError(f"experts ({m.moe.experts}) are not divisible by ep ({p.ep})", path="parallel.ep")
-    # serving engines (TensorRT-LLM, vLLM, SGLang) spread the experts over the tensor-parallel ranks
-    ep_in_tp = p.ep > 1 and w.mode == "inference" and dp % p.ep != 0 and p.tp % p.ep == 0
-    if p.ep > 1 and dp % p.ep and not ep_in_tp:
-        raise SpecError(f"dp ({dp}) is not divisible by ep ({p.ep}): expert parallelism is carved out of data "
-                        "parallelism (inference: or out of tp, when ep divides tp)", path="parallel.ep")
-    seq = w.seq_len if w.mode == "training" else (w.input_len or w.seq_len)
-    if seq % p.cp:
-        raise SpecError(f"seq_len ({seq}) is not divisible by cp ({p.cp})", path="parallel.cp")
-    microbatches = 1
-    if w.mode == "training":
-        per_step = dp * p.microbatch_size
-        if w.global_batch_size % per_step:
-            raise SpecError(f"global_batch_size ({w.global_batch_size}) is not divisible by "
-                            f"dp*microbatch_size ({dp}*{p.microbatch_size} = {per_step})",
-                            path="workload.global_batch_size")
-        microbatches = w.global_batch_size // per_step
-    return Split(tp=p.tp, pp=p.pp, dp=dp, cp=p.cp, ep=p.ep, microbatch_size=p.microbatch_size,
-                 microbatches=microbatches, virtual_stages=p.virtual_stages,
-                 layers_per_stage=math.ceil(m.layers / p.pp), ep_in_tp=ep_in_tp)
+    a = {k: [v] for k, v in inputs_of(sc).items() if v is not None}
+    split, ok, reasons = split_arrays(sc, a)
+    if not ok[0]:
+        message, path = reasons[0]
+        raise SpecError(message, path=path)
+    return Split(**{f: (bool(getattr(split, f)[0]) if f == "ep_in_tp" else int(getattr(split, f)[0]))
+                    for f in Split.__dataclass_fields__})

@@ -40,26 +40,38 @@ def _column_gemm_time(ops: list[Op], names: tuple[str, ...], acc: Accelerator, p
     return sum(op_time(op, acc, precision) * op.count for op in ops if op.name in names)
 
 
+def overlap_windows(ops: list[Op], acc: Accelerator, precision: str) -> tuple:
+    """(attention column GEMMs, MLP column GEMMs, all GEMMs) forward times: what TP collectives hide under."""
+    gemm_fwd = sum(op_time(op, acc, precision) * op.count for op in ops if op.kind == "gemm")
+    return (_column_gemm_time(ops, ATTENTION_COLUMN, acc, precision),
+            _column_gemm_time(ops, MLP_COLUMN, acc, precision), gemm_fwd)
+
+
 def layer_tp_comm(ops: list[Op], act_bytes, tp: int, seqpar: bool, link: Path, acc: Accelerator,
                   precision: str, overlap: bool) -> TPComm:
     """Exposed TP communication of one layer whose operators are ``ops``; ``act_bytes`` is one full
     (unsplit) activation tensor of the microbatch."""
     if tp <= 1:
         return TPComm(0.0, 0.0)
-    windows = [_column_gemm_time(ops, names, acc, precision) for names in (ATTENTION_COLUMN, MLP_COLUMN)]
+    times = {op: collective_time(op, act_bytes, tp, link) for op in ("all_gather", "reduce_scatter", "all_reduce")}
+    return exposed_tp_comm(overlap_windows(ops, acc, precision), times, seqpar, overlap)
+
+
+def exposed_tp_comm(windows: tuple, times: dict, seqpar: bool, overlap: bool) -> TPComm:
+    """Exposed TP communication of a layer from its ``overlap_windows`` and its collectives' times
+    (``all_gather``, ``reduce_scatter``, ``all_reduce`` of one activation tensor; numbers or arrays)."""
+    attn, mlp, gemm_fwd = windows
     if seqpar:
-        ag = collective_time("all_gather", act_bytes, tp, link)
-        rs = collective_time("reduce_scatter", act_bytes, tp, link)
+        ag, rs = times["all_gather"], times["reduce_scatter"]
         fwd = 2 * (ag + rs)
         # per block: the all-gather of the output gradient (g's backward) is exposed; the input
         # re-all-gather hides under dgrad, the input-gradient reduce-scatter under wgrad
-        bwd = sum(ag + np.maximum(0.0, ag - w) + np.maximum(0.0, rs - w) for w in windows)
+        bwd = sum(ag + np.maximum(0.0, ag - w) + np.maximum(0.0, rs - w) for w in (attn, mlp))
     else:
-        ar = collective_time("all_reduce", act_bytes, tp, link)
+        ar = times["all_reduce"]
         fwd = 2 * ar
-        bwd = sum(np.maximum(0.0, ar - w) for w in windows)
+        bwd = sum(np.maximum(0.0, ar - w) for w in (attn, mlp))
     if overlap:  # every collective chunked under the GEMMs next to it
-        gemm_fwd = sum(op_time(op, acc, precision) * op.count for op in ops if op.kind == "gemm")
         fwd = np.maximum(0.0, fwd - gemm_fwd)
         bwd = np.maximum(0.0, bwd - 2 * gemm_fwd)
     return TPComm(fwd, bwd)

@@ -22,7 +22,7 @@ def strides(order: tuple[str, ...], degrees: dict[str, int]) -> dict[str, int]:
     out, acc = {}, 1
     for dim in order:
         out[dim] = acc
-        acc *= degrees[dim]
+        acc = acc * degrees[dim]  # not *=: with numpy degrees that would alter the strides stored above
     return out
 
 
@@ -75,12 +75,22 @@ def _level(network: Network, i: int, ranks: int, stride: int, span: int) -> Leve
                  tier.bw_bytes_per_s, extents, scale_up=i == 0)
 
 
+def _members(n: int, inside: int, room: int) -> int:
+    """Group members per domain of a tier that has ``room`` for them: the largest multiple of ``inside``
+    dividing ``n`` that fits, so that every domain holds the same share (a group of 16 ranks 8 apart on
+    72-GPU racks counts as 2 racks of 8, not 9 + 7)."""
+    if room >= n:
+        return n
+    rest = n // inside
+    return inside * max(d for d in range(1, rest + 1) if rest % d == 0 and inside * d <= max(room, inside))
+
+
 def path_of(network: Network, stride: int, n: int) -> Path:
     """Path of ``n`` ranks ``stride`` apart."""
     levels, inside = [], 1
     for i, tier in enumerate(network.tiers):
         last = i == len(network.tiers) - 1
-        members = n if last else min(n, max(1, tier.size // stride))
+        members = n if last else _members(n, inside, max(1, tier.size // stride))
         if members > inside:
             levels.append(_level(network, i, members // inside, stride, stride * members))
             inside = members

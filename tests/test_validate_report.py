@@ -61,3 +61,20 @@ def test_without_matplotlib_one_line_error(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == "llmsim: error: needs matplotlib: pip install 'llmsim[plot]'"
     assert not (tmp_path / "r").exists()
+
+
+def test_methodology_worked_example_matches_estimate(registry):
+    """docs/methodology.md follows the default scenario with the numbers the tool prints."""
+    from pathlib import Path
+
+    from llmsim import estimate as est
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "methodology.md"
+    if not doc.exists():
+        pytest.skip("no docs/ in this installation")
+    text = doc.read_text(encoding="utf-8")
+    rec = est.record(est.load(None, registry, []))
+    for shown in (f"{rec['step_time_s']:.3f} s", f"{rec['tokens_per_s']:,.0f}", f"{100 * rec['mfu']:.1f}%",
+                  f"{rec['memory_per_device_gb']:.1f} GB", f"${rec['cost_per_million_tokens_usd']:.3f}",
+                  f"{rec['bubble_time_s']:.3f} s", f"{rec['tp_comm_time_s']:.3f} s"):
+        assert shown in text, shown

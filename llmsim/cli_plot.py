@@ -233,7 +233,8 @@ def _csv_rows(ctx: typer.Context, source: Path, rows: int):
     total, df = len(df), df.head(rows)
     first = "best" if "pareto_rank" in df.columns else "first"
     model = "/".join(dict.fromkeys(df["model"].astype(str))) if "model" in df.columns else ""
-    title = f"{source.name}: {first} {len(df)} of {total} rows" + (f" ({model})" if model else "")
+    shown = f"{first} {len(df)} of {total} rows" if len(df) < total else f"{total} rows"
+    title = f"{source.name}: {shown}" + (f" ({model})" if model else "")
     return df, _capacity(ctx, df), title
 
 

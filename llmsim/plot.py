@@ -242,7 +242,8 @@ def roofline_figure(ops: list[dict], peak_flops: float, hbm_bw: float, *, precis
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
-    ax.set_ylim(min(hbm_bw * lo, achieved.min() / 2) / 1e12, peak_flops * 3 / 1e12)
+    bottom = min(hbm_bw * lo, achieved.min() / 2) / 1e12
+    ax.set_ylim(10 ** math.floor(math.log10(bottom)), peak_flops * 3 / 1e12)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved (TFLOP/s per device)")
     ax.grid(True, which="major", alpha=0.3)
@@ -341,7 +342,14 @@ def save(fig: Figure, path: str | Path) -> None:
     try:
         meta = {"Date": None} if fmt == "svg" else {}
         fig.savefig(tmp, format=fmt, dpi=150, metadata=meta)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file a new file's usual mode
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

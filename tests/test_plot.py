@@ -1,5 +1,6 @@
 """`llmsim plot`: each figure rendered from bundled data to PNG and SVG; errors are one line, exit 2."""
 
+import os
 import sys
 import xml.etree.ElementTree as ET
 
@@ -58,6 +59,9 @@ def _check_image(path) -> None:
     else:
         assert ET.fromstring(data).tag.endswith("svg") and len(data) > 10_000
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")], "temporary file left behind"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # a new file's usual mode, not mkstemp's 0600
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg"])

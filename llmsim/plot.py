@@ -152,7 +152,10 @@ def pareto_figure(df, x: str, y: str, front, *, x_max: bool | None, color: str |
     handles.append(Line2D([], [], marker="o", linestyle="none", color=FADED, alpha=0.45, label="dominated"))
     _axes_style(ax, x, y, logx, logy)
     _big_numbers(ax, xs, ys)
-    _outside_legend(ax, handles=handles)
+    if len(fig.axes) > 1:  # a colour bar holds the right side: the legend goes below
+        fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=9)
+    else:
+        _outside_legend(ax, handles=handles)
     ax.set_title(title or f"{axis_label(y)} vs {axis_label(x)}")
     return fig
 
@@ -167,10 +170,11 @@ def _pareto_points(fig, ax, df, xs, ys, front, color: str | None) -> list:
         return []
     values = df[color].to_numpy()
     if not _is_categorical(values):
-        sc = ax.scatter(xs[~front], ys[~front], c=values[~front].astype(float), cmap="viridis", **back)
-        ax.scatter(xs[front], ys[front], c=values[front].astype(float), cmap="viridis",
-                   norm=sc.norm, **top)
-        fig.colorbar(sc, ax=ax, label=axis_label(color), pad=0.01)
+        vals = values.astype(float)
+        norm = dict(cmap="viridis", vmin=np.nanmin(vals), vmax=np.nanmax(vals))
+        ax.scatter(xs[~front], ys[~front], c=vals[~front], **norm, **back)
+        opaque = ax.scatter(xs[front], ys[front], c=vals[front], **norm, **top)
+        fig.colorbar(opaque, ax=ax, label=axis_label(color), pad=0.01)
         return []
     handles = [_header(_words(color))]
     for cat, col in zip(cats := _categories(values), _palette(len(cats)), strict=True):

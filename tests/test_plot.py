@@ -67,8 +67,9 @@ def _check_image(path) -> None:
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
 @pytest.mark.parametrize("kind, args", [
     ("pareto", ["--x", "cost_per_million_tokens_usd", "--y", "tokens_per_s", "--color", "accelerator"]),
-    ("pareto", ["--x", "step_time_s", "--y", "mfu", "--color", "num_devices", "--logx"]),
+    ("pareto", ["--x", "step_time_s", "--y", "tokens_per_s", "--color", "mfu", "--logx"]),  # colour bar
     ("scaling", ["--x", "num_devices", "--y", "tokens_per_s", "--group", "accelerator", "--logx"]),
+    ("scaling", ["--x", "tp", "--y", "step_time_s", "--logy"]),  # one line, the smallest step time per tp
     ("breakdown", ["--rows", "5"]),
 ])
 def test_results_plots(results, tmp_path, kind, args, suffix):

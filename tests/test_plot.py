@@ -181,3 +181,14 @@ def test_without_matplotlib(monkeypatch, results, tmp_path):
                                    "-o", str(tmp_path / "p.png")])
     assert isinstance(res.exception, SpecError)
     assert str(res.exception) == "llmsim plot needs matplotlib: pip install 'llmsim[plot]'"
+
+
+def test_scenario_flags_are_estimates_flags():
+    """roofline/breakdown borrow estimate's parameters: each must be a scenario flag (or listed as not one)."""
+    import inspect
+
+    from llmsim import estimate as est
+    from llmsim.cli import estimate
+
+    borrowed = set(inspect.signature(estimate).parameters) - set(cli_plot.NOT_SCENARIO_FLAGS) - {"scenario", "set_"}
+    assert borrowed <= set(est.FLAG_PATHS), "add estimate's new non-scenario option to NOT_SCENARIO_FLAGS"

@@ -1,9 +1,12 @@
 """Sweep speed (not a test): design points per second, engine alone and end to end.
 
-    python benchmarks/bench_sweep.py [--points 1000 10000] [--jobs 1 2]
+    python benchmarks/bench_sweep.py [--points 10000 100000 1000000] [--jobs 1 2]
 
-Engine alone: `estimate.record` on pre-built scenario values. End to end: `llmsim sweep` machinery
-(expand from the spec, evaluate, rank, write CSV) on a grid of llama3-8b splits and batch sizes.
+Engine alone: one worker's chunk evaluated in this process (points decoded from their indices, grouped,
+split checks, engine, cost columns; `sweep_eval.evaluate_chunk`), and, for contrast, `estimate.record`
+point by point. End to end: `llmsim sweep` machinery (expand from the spec, evaluate on ``jobs``
+processes, rank by Pareto front, write the CSV atomically) on a grid of llama3-8b splits, microbatch
+sizes, recompute modes and batch sizes.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ base:
 grid:
   parallel.tp: [1, 2, 4, 8]
   parallel.pp: [1, 2, 4, 8]
+  parallel.microbatch_size: [1, 2, 4]
   parallel.recompute: [none, selective, full]
   workload.global_batch_size: {{from: 1024, to: {top}, step: 1024}}
 objectives:
@@ -30,7 +34,28 @@ objectives:
 """
 
 
+POINTS_PER_STEP = 4 * 4 * 3 * 3  # tp x pp x microbatch x recompute
+
+
+def _spec(tmp: str, n: int):
+    from llmsim import sweep as sw
+
+    path = Path(tmp) / "s.yaml"
+    path.write_text(GRID.format(top=1024 * max(1, n // POINTS_PER_STEP)))
+    return sw.load_sweep(path)
+
+
 def engine_alone(n: int) -> float:
+    from llmsim.sweep_eval import evaluate_chunk
+
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = _spec(tmp, n)
+        t = time.perf_counter()
+        evaluate_chunk(spec, (), 0, spec.size)
+        return spec.size / (time.perf_counter() - t)
+
+
+def point_by_point(n: int) -> float:
     from llmsim.estimate import load, record
     from llmsim.spec.presets import PresetRegistry
 
@@ -41,30 +66,30 @@ def engine_alone(n: int) -> float:
     return n / (time.perf_counter() - t)
 
 
-def end_to_end(n: int, jobs: int) -> float:
+def end_to_end(n: int, jobs: int) -> tuple[int, float]:
     from llmsim import sweep as sw
-    from llmsim.report import to_csv, write_atomic
+    from llmsim.report import frame_csv, write_atomic_parts
 
-    steps = max(1, n // 48)
     with tempfile.TemporaryDirectory() as tmp:
-        spec_path = Path(tmp) / "s.yaml"
-        spec_path.write_text(GRID.format(top=1024 * steps))
         t = time.perf_counter()
-        spec = sw.load_sweep(spec_path)
+        spec = _spec(tmp, n)
         rows = sw.rank(sw.run(spec, (), jobs), spec.objectives)
-        write_atomic(Path(tmp) / "out.csv", to_csv(rows, sw.columns(rows)))
-        return spec.size / (time.perf_counter() - t)
+        write_atomic_parts(Path(tmp) / "out.csv", frame_csv(rows, sw.columns(rows), jobs))
+        return spec.size, time.perf_counter() - t
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--points", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--points", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args()
-    print(f"engine alone: {engine_alone(min(args.points)):,.0f} training points/s (1 core)")
+    print(f"point by point (estimate.record): {point_by_point(500):,.0f} training points/s (1 core)")
+    for n in args.points:
+        print(f"engine alone, {n:,} points: {engine_alone(n):,.0f} training points/s (1 core)")
     for n in args.points:
         for j in args.jobs:
-            print(f"end to end, {n:,} points, {j} job(s): {end_to_end(n, j):,.0f} points/s")
+            size, secs = end_to_end(n, j)
+            print(f"end to end, {size:,} points, {j} job(s): {secs:.1f} s, {size / secs:,.0f} points/s")
 
 
 if __name__ == "__main__":

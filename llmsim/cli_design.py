@@ -39,7 +39,7 @@ def sweep_cmd(
 ) -> None:
     """Evaluate a grid of design points and rank them by Pareto front; CSV on stdout or -o FILE."""
     from llmsim import sweep as sw
-    from llmsim.report import to_csv, to_json, write_atomic
+    from llmsim.report import frame_csv, frame_records, to_json, write_atomic, write_atomic_parts
 
     sp = sw.load_sweep(spec)
     n = sp.size
@@ -62,21 +62,24 @@ def sweep_cmd(
         from rich.progress import Progress
 
         with Progress(transient=True) as bar:
-            task = bar.add_task("evaluating", total=len(sw.chunks(n, 256)))
+            task = bar.add_task("evaluating", total=len(sw.chunks(n, sw.CHUNK)))
             rows = sw.run(sp, dirs, jobs, progress=lambda total: bar.advance(task))
     elif backend == "local":
         rows = sw.run(sp, dirs, jobs)
     rows = sw.rank(sw.compare(rows, sp.compare, sp.source), sp.objectives)
-    if pareto_only:
-        rows = [r for r in rows if r.get("pareto_rank") == 0]
+    if pareto_only and len(rows):
+        rows = rows[rows["pareto_rank"] == 0]
     if top:
-        rows = rows[:top]
+        rows = rows.iloc[:top]
     cols = sw.columns(rows)
     if output is None:
-        sys.stdout.write(to_csv(rows, cols))
+        for part in frame_csv(rows, cols, jobs):
+            sys.stdout.write(part)
+    elif output.suffix == ".csv":
+        write_atomic_parts(output, frame_csv(rows, cols, jobs))
     else:
-        write_atomic(output, to_csv(rows, cols) if output.suffix == ".csv" else to_json(
-            [{c: r.get(c) for c in cols} for r in rows]))
+        write_atomic(output, to_json(frame_records(rows, cols)))
+    if output is not None:
         sys.stderr.write(f"llmsim sweep: {len(rows):,} rows written to {output}\n")
 
 
@@ -101,7 +104,7 @@ def search_cmd(
     from llmsim import estimate as est
     from llmsim import search as se
     from llmsim import sweep as sw
-    from llmsim.report import emit
+    from llmsim.report import emit, frame_records
 
     flags = dict(model=model, accelerator=accelerator, devices=devices, network=network,
                  global_batch_size=global_batch_size, seq_len=seq_len, precision=precision)
@@ -112,12 +115,13 @@ def search_cmd(
     spec = se.search_spec(base, str(scenario or est.DEFAULT_SCENARIO), sc, objective, not minimize)
     sys.stderr.write(f"llmsim search: {spec.size:,} splits\n")
     dirs = preset_dirs(ctx)
-    rows = sw.rank(sw.run(spec, dirs, jobs), spec.objectives)[:top]
+    frame = sw.rank(sw.run(spec, dirs, jobs), spec.objectives).iloc[:top]
+    rows = frame_records(frame, sw.columns(frame)) if len(frame) else []
     if not rows:
         raise SpecError("no split fits in memory; add devices or lower the batch", file=str(scenario or
                                                                                            est.DEFAULT_SCENARIO))
     if fmt is not Format.table:
-        emit(rows, fmt.value, sw.columns(rows))
+        emit(rows, fmt.value, sw.columns(frame))
         return
     cols = list(dict.fromkeys([*se.SHOWN, objective]))
     emit(rows, "table", cols, title=f"Best {len(rows)} splits of {rows[0]['model']} on {rows[0]['num_devices']} x "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from llmsim.spec.presets import PresetRegistry
 
 DEFAULT_SCENARIO = Path(__file__).parent / "scenarios" / "default.yaml"
@@ -33,41 +35,74 @@ def load(path: str | Path | None, registry: PresetRegistry, overrides: list[str]
     return scenario_values(spec)
 
 
+def _item(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def record(sc) -> dict:
     """Inputs and every output column of one design point, flat."""
     p, w = sc.parallel, sc.workload
-    rec = {"model": sc.names["model"], "accelerator": sc.names["accelerator"], "network": sc.names["network"],
-           "num_devices": sc.num_devices, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep}
     if w.mode == "inference":
         from llmsim.engine.inference import estimate_inference
 
-        rec.update({"mode": w.mode, "precision": w.precision, "kv_precision": w.kv_precision or w.precision,
-                    "input_len": w.input_len, "output_len": w.output_len})
+        rec = {"model": sc.names["model"], "accelerator": sc.names["accelerator"], "network": sc.names["network"],
+               "num_devices": sc.num_devices, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
+               "mode": w.mode, "precision": w.precision, "kv_precision": w.kv_precision or w.precision,
+               "input_len": w.input_len, "output_len": w.output_len}
         rec.update(estimate_inference(sc))
         rec.update(_cost_columns(sc, rec["throughput_tokens_per_s"]))
         return rec
-    from llmsim.engine.training import estimate_training
+    from llmsim.engine.split import Split, resolve_split
 
-    rec.update({"microbatch_size": p.microbatch_size, "virtual_stages": p.virtual_stages,
-                "sequence_parallel": p.sequence_parallel, "recompute": p.recompute, "zero_stage": p.zero_stage,
-                "mode": w.mode, "precision": w.precision, "seq_len": w.seq_len,
-                "global_batch_size": w.global_batch_size})
-    rec.update(estimate_training(sc))
-    rec.update(_cost_columns(sc, rec["tokens_per_s"]))
-    return rec
+    sp = resolve_split(sc)
+    one = Split(**{f: np.array([getattr(sp, f)]) for f in Split.__dataclass_fields__})
+    cols = training_record(sc, one, np.array([sc.num_devices]), np.array([w.global_batch_size]))
+    return {k: _item(v[0]) for k, v in cols.items()}
 
 
-def _cost_columns(sc, tokens_per_s: float) -> dict:
-    """Device manufacturing cost and the system's capex, power, $/hour and $ per million tokens."""
-    from llmsim.engine.system_cost import system_cost
+def training_inputs(sc, n: dict) -> dict:
+    """The input columns of training rows whose split inputs are the arrays ``n`` (split.SPLIT_INPUTS;
+    dp may be missing: derived)."""
+    p, w = sc.parallel, sc.workload
+    rows = len(n["tp"])
+    const = lambda v: np.full(rows, v, dtype=object)
+    return {"model": const(sc.names["model"]), "accelerator": const(sc.names["accelerator"]),
+            "network": const(sc.names["network"]), "num_devices": n["num_devices"], "tp": n["tp"],
+            "pp": n["pp"], "dp": n["dp"] if n.get("dp") is not None else const(None), "cp": n["cp"], "ep": n["ep"],
+            "microbatch_size": n["microbatch_size"], "virtual_stages": n["virtual_stages"],
+            "sequence_parallel": const(p.sequence_parallel), "recompute": const(p.recompute),
+            "zero_stage": const(p.zero_stage), "mode": const(w.mode), "precision": const(w.precision),
+            "seq_len": const(w.seq_len), "global_batch_size": n["global_batch_size"]}
+
+
+def training_record(sc, split, num_devices, global_batch_size) -> dict:
+    """Input, engine and cost columns (arrays) of the feasible training splits ``split`` of ``sc``."""
+    from llmsim.engine.training import training_columns
+
+    inputs = {"num_devices": num_devices, "tp": split.tp, "pp": split.pp, "dp": split.dp, "cp": split.cp,
+              "ep": split.ep, "microbatch_size": split.microbatch_size, "virtual_stages": split.virtual_stages,
+              "global_batch_size": global_batch_size}
+    cols = training_inputs(sc, inputs)
+    cols.update(training_columns(sc, split, num_devices, global_batch_size))
+    cols.update(_cost_columns(sc, cols["tokens_per_s"], num_devices))
+    return cols
+
+
+def _cost_columns(sc, tokens_per_s, num_devices=None) -> dict:
+    """Device manufacturing cost and the system's capex, power, $/hour and $ per million tokens
+    (numbers, or arrays when ``num_devices`` is an array)."""
+    from llmsim.engine.system_cost import system_cost, system_cost_columns
 
     acc = sc.accelerator
     price = acc.list_price_usd if acc.list_price_usd is not None else acc.device_cost_usd
-    out = {"device_cost_usd": acc.device_cost_usd}
-    out.update(system_cost(sc.num_devices, price if price is not None else float("nan"),
-                           acc.tdp_w if acc.tdp_w is not None else float("nan"), sc.network, sc.cost,
-                           tokens_per_s))
-    return out
+    price = price if price is not None else float("nan")
+    tdp = acc.tdp_w if acc.tdp_w is not None else float("nan")
+    if num_devices is None:
+        return {"device_cost_usd": acc.device_cost_usd,
+                **system_cost(sc.num_devices, price, tdp, sc.network, sc.cost, tokens_per_s)}
+    device_cost = np.full(len(num_devices), acc.device_cost_usd if acc.device_cost_usd is not None else np.nan)
+    return {"device_cost_usd": device_cost,
+            **system_cost_columns(num_devices, price, tdp, sc.network, sc.cost, tokens_per_s)}
 
 
 def operator_rows(sc) -> list[dict]:

@@ -7,7 +7,10 @@ operators and a few functions (min, max, abs) are allowed; nothing is ever passe
 from __future__ import annotations
 
 import ast
+import functools
 import operator
+
+import numpy as np
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
@@ -39,6 +42,10 @@ class Expr:
     def __call__(self, row: dict):
         return _eval(self._tree, row)
 
+    def mask(self, columns: dict):
+        """The expression over columns of numpy arrays, element by element (a boolean array)."""
+        return np.asarray(_veval(self._tree, columns), dtype=bool)
+
 
 def _eval(node, row: dict):
     if isinstance(node, ast.Constant):
@@ -63,4 +70,36 @@ def _eval(node, row: dict):
         return True
     if isinstance(node, ast.Call):
         return _FUNCS[node.func.id](*(_eval(a, row) for a in node.args))
+    raise ValueError(f"unsupported expression node {type(node).__name__}")
+
+
+_VFUNCS = {"min": np.minimum, "max": np.maximum, "abs": np.abs}
+
+
+def _veval(node, cols: dict):
+    """``_eval`` over arrays: and/or/not and chained comparisons element-wise."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return cols[node.id]
+    if isinstance(node, ast.BinOp):
+        return _BIN[type(node.op)](_veval(node.left, cols), _veval(node.right, cols))
+    if isinstance(node, ast.UnaryOp):
+        v = _veval(node.operand, cols)
+        if isinstance(node.op, ast.Not):
+            return np.logical_not(v)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.BoolOp):
+        vals = [np.asarray(_veval(v, cols), dtype=bool) for v in node.values]
+        return (np.logical_and if isinstance(node.op, ast.And) else np.logical_or).reduce(vals)
+    if isinstance(node, ast.Compare):
+        left, out = _veval(node.left, cols), True
+        for op, comp in zip(node.ops, node.comparators, strict=True):
+            right = _veval(comp, cols)
+            out = np.logical_and(out, _CMP[type(op)](left, right))
+            left = right
+        return out
+    if isinstance(node, ast.Call):
+        args = [_veval(a, cols) for a in node.args]
+        return functools.reduce(_VFUNCS[node.func.id], args) if len(args) > 1 else _VFUNCS[node.func.id](*args)
     raise ValueError(f"unsupported expression node {type(node).__name__}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import os
@@ -96,11 +97,64 @@ def emit(records: list[dict], fmt: str, columns: list[str] | None = None, title:
 
 def write_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file and rename: never a half-written file."""
+    write_atomic_parts(path, [text])
+
+
+# integer columns of sweep frames: shown as integers even where infeasible rows leave them empty
+INT_COLUMNS = ("num_devices", "tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages", "zero_stage",
+               "seq_len", "global_batch_size", "microbatches", "layers_per_stage", "pareto_rank", "input_len",
+               "output_len")
+PARALLEL_CSV_ROWS = 100_000  # below this one process renders the CSV
+
+
+def frame_records(frame, columns: list[str]) -> list[dict]:
+    """Rows of a sweep frame as plain dicts (tables, JSON)."""
+    return [{c: _plain(v) for c, v in zip(columns, row, strict=True)}
+            for row in frame[columns].itertuples(index=False, name=None)]
+
+
+def _tidy(frame, columns: list[str]):
+    import pandas as pd
+
+    out = frame[columns].copy()
+    for c in INT_COLUMNS:
+        if c in out and out[c].dtype.kind in "fO":
+            out[c] = pd.to_numeric(out[c], errors="coerce").astype("Int64")
+    return out
+
+
+def _render(frame, header: bool) -> str:
+    return frame.to_csv(index=False, header=header, lineterminator="\n")
+
+
+def frame_csv(frame, columns: list[str], jobs: int = 1):
+    """CSV text of a sweep frame in pieces (header first); large frames are rendered by ``jobs``
+    processes in contiguous slices, in order."""
+    frame = _tidy(frame, columns)
+    n = len(frame)
+    if jobs == 1 or n < PARALLEL_CSV_ROWS:
+        yield _render(frame, True)
+        return
+    from joblib import Parallel, cpu_count, delayed
+
+    k = min(cpu_count() if jobs < 0 else jobs, max(1, n // (PARALLEL_CSV_ROWS // 4)))
+    cuts = [n * i // (4 * k) for i in range(4 * k + 1)]
+    slices = (frame.iloc[a:b] for a, b in itertools.pairwise(cuts))
+    yield from Parallel(n_jobs=k, return_as="generator")(
+        delayed(_render)(s, i == 0) for i, s in enumerate(slices))
+
+
+def write_atomic_parts(path: str | Path, parts: Iterable[str]) -> None:
+    """``write_atomic`` for text arriving in pieces."""
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or Path(".")))
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+            for part in parts:
+                fh.write(part)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; give the file the mode open() would
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -12,8 +12,6 @@ own index range from the spec: no rows are pickled.
 
 from __future__ import annotations
 
-import copy
-import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,108 +138,81 @@ def load_sweep(path: str | Path) -> SweepSpec:
                      tuple(str(c) for c in constraints), tuple(objectives), keep, compare)
 
 
-def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, stop: int) -> list[dict]:
-    """Rows of points ``start`` .. ``stop - 1`` (a worker's chunk). Infeasible points carry
-    ``infeasible_reason`` (kept only with ``keep: all``)."""
-    from llmsim.estimate import record
-    from llmsim.spec.convert import scenario_values
-    from llmsim.spec.load import apply_overrides, resolve_presets
-    from llmsim.spec.presets import PresetRegistry
-    from llmsim.spec.scenario import ScenarioSpec
-    from llmsim.spec.validation import validate
+def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, stop: int):
+    """Rows (a DataFrame) of points ``start`` .. ``stop - 1``: a worker's chunk (sweep_eval.py)."""
+    from llmsim.sweep_eval import evaluate_chunk
 
-    registry = PresetRegistry(list(preset_dirs))
-    checks = [Expr(c) for c in spec.constraints]
-    doc = Document(spec.base, spec.source)
-    rows = []
-    for i in range(start, stop):
-        overrides = spec.point(i)
-        inputs = {".".join(p): v for p, v in overrides}
-        data = copy.deepcopy(spec.base)
-        try:
-            apply_overrides(data, overrides, registry)
-            resolve_presets(data, doc, registry)
-            rec = record(scenario_values(validate(ScenarioSpec, data, doc)))
-            reason = None if rec.get("fits_in_memory", True) else "does not fit in memory"
-        except SpecError as err:
-            rec, reason = dict(inputs), err.message
-        for c in checks if reason is None else ():
-            missing = [n for n in c.names if n not in rec]
-            if missing:
-                raise SpecError(f"constraint {c.text!r} names unknown column {missing[0]!r}", file=spec.source,
-                                path="constraints")
-            if not c(rec):
-                reason = f"constraint {c.text}"
-                break
-        if reason is None or spec.keep == "all":
-            rows.append({"point": i, **rec, "infeasible_reason": reason})
-    return rows
+    return evaluate_chunk(spec, preset_dirs, start, stop)
 
 
 def chunks(n: int, size: int) -> list[tuple[int, int]]:
     return [(a, min(a + size, n)) for a in range(0, n, size)]
 
 
-def run(spec: SweepSpec, preset_dirs: tuple[str, ...], jobs: int = 1, chunk: int = 256, progress=None) -> list[dict]:
-    """All kept rows, chunk by chunk over ``jobs`` joblib workers (the active joblib backend)."""
+CHUNK = 8192  # points per task: large enough that numpy amortises the per-group work
+
+
+def run(spec: SweepSpec, preset_dirs: tuple[str, ...], jobs: int = 1, chunk: int = CHUNK, progress=None):
+    """All kept rows (a DataFrame in point order), chunk by chunk over ``jobs`` joblib workers (the
+    active joblib backend); each worker expands its own index range from the spec."""
+    import pandas as pd
     from joblib import Parallel, delayed
 
     parts = chunks(spec.size, chunk)
     tasks = (delayed(evaluate_range)(spec, preset_dirs, a, b) for a, b in parts)
-    out: list[dict] = []
-    for rows in Parallel(n_jobs=jobs, return_as="generator")(tasks):
-        out.extend(rows)
+    out = []
+    for frame in Parallel(n_jobs=jobs, return_as="generator")(tasks):
+        if len(frame):
+            out.append(frame)
         if progress:
             progress(len(parts))
-    return out
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
-def rank(rows: list[dict], objectives: tuple[tuple[str, bool], ...]) -> list[dict]:
+def rank(rows, objectives: tuple[tuple[str, bool], ...]):
     """Rows with ``pareto_rank`` (feasible rows only; infeasible last), best first."""
     import numpy as np
+    import pandas as pd
 
     from llmsim.pareto import order
 
-    if not objectives or not rows:
+    if not objectives or not len(rows):
         return rows
-    feasible = [r for r in rows if r.get("infeasible_reason") is None]
-    rest = [r for r in rows if r.get("infeasible_reason") is not None]
+    feasible = rows["infeasible_reason"].isna().to_numpy() if "infeasible_reason" in rows else np.ones(len(rows), bool)
     for col, _ in objectives:
-        if feasible and col not in feasible[0]:
+        if col not in rows:
             raise SpecError(f"objective column {col!r} is not an output column; e.g. "
-                            f"{', '.join(list(feasible[0])[:8])}, ...", path="objectives")
-    if not feasible:
-        return rest
-    vals = np.array([[float(r[c]) if r[c] is not None else np.nan for c, _ in objectives] for r in feasible])
+                            f"{', '.join(list(rows.columns)[1:9])}, ...", path="objectives")
+    good, rest = rows[feasible], rows[~feasible]
+    vals = np.column_stack([pd.to_numeric(good[c], errors="coerce").to_numpy(float) for c, _ in objectives])
     ranks, idx = order(vals, [m for _, m in objectives])
-    ranked = [{**feasible[k], "pareto_rank": int(ranks[k])} for k in idx]
-    return ranked + [{**r, "pareto_rank": None} for r in rest]
+    good = good.iloc[idx].assign(pareto_rank=ranks[idx])
+    return pd.concat([good, rest.assign(pareto_rank=None)], ignore_index=True)
 
 
 def _ratio(value, ref):
     return value / ref if value is not None and ref else None
 
 
-def compare(rows: list[dict], col: str | None, source: str = "") -> list[dict]:
+def compare(rows, col: str | None, source: str = ""):
     """``col_vs_previous`` and ``col_vs_first``: each row's ``col`` over the previous and the first
     feasible row's, in point order (rows come from ``run`` in point order)."""
-    if not col or not rows:
+    import pandas as pd
+
+    if not col or not len(rows):
         return rows
-    if col not in rows[0]:
+    if col not in rows:
         raise SpecError(f"compare column {col!r} is not an output column", file=source, path="compare")
-    first = prev = None
-    out = []
-    for r in rows:
-        v = r.get(col) if r.get("infeasible_reason") is None else None
-        out.append({**r, f"{col}_vs_previous": _ratio(v, prev), f"{col}_vs_first": _ratio(v, first)})
-        if v is not None:
-            first = v if first is None else first
-            prev = v
-    return out
+    ok = rows["infeasible_reason"].isna() if "infeasible_reason" in rows else pd.Series(True, index=rows.index)
+    value = rows[col].where(ok)
+    prev = value.ffill().shift()
+    first = value.dropna().iloc[0] if value.notna().any() else float("nan")
+    return rows.assign(**{f"{col}_vs_previous": (value / prev).where(ok),
+                          f"{col}_vs_first": (value / first).where(ok & (value.index != value.first_valid_index()))})
 
 
-def columns(rows: list[dict]) -> list[str]:
+def columns(rows) -> list[str]:
     """Output columns: the record's, then pareto_rank and infeasible_reason."""
-    seen = dict.fromkeys(itertools.chain.from_iterable(rows))
+    seen = list(rows.columns)
     tail = [c for c in ("pareto_rank", "infeasible_reason") if c in seen]
     return [c for c in seen if c not in tail and c != "point"] + tail

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from llmsim.values import Network
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
@@ -62,7 +64,16 @@ def scale_out_per_device(net: Network, devices: int, radix: int) -> tuple[float,
 def system_cost(devices: int, device_price_usd: float, tdp_w: float, net: Network, r: CostRates,
                 tokens_per_s: float) -> dict:
     """Cost columns of a design point (DESIGN.md output contract)."""
-    ports, links = scale_out_per_device(net, devices, r.switch_radix)
+    cols = system_cost_columns(np.array([devices]), device_price_usd, tdp_w, net, r, np.array([tokens_per_s]))
+    return {k: float(v[0]) for k, v in cols.items()}
+
+
+def system_cost_columns(devices, device_price_usd: float, tdp_w: float, net: Network, r: CostRates,
+                        tokens_per_s) -> dict:
+    """Cost columns of design points: ``devices`` and ``tokens_per_s`` are arrays."""
+    from llmsim.engine.batch import per_key
+
+    ports, links = per_key(lambda d: scale_out_per_device(net, d, r.switch_radix), devices)
     price = r.device_price_usd if r.device_price_usd is not None else device_price_usd
     network = devices * (ports * r.switch_port_usd + links * r.link_usd)
     capex = devices * (price + r.host_usd_per_device) + network
@@ -71,9 +82,10 @@ def system_cost(devices: int, device_price_usd: float, tdp_w: float, net: Networ
         per_hour = devices * r.cloud_usd_per_device_hour
     else:
         per_hour = capex / (r.amortization_years * HOURS_PER_YEAR) + power_w / 1e3 * r.electricity_usd_per_kwh
+    rate = np.where(tokens_per_s > 0, tokens_per_s, np.nan)
     return {
-        "device_price_usd": price, "network_capex_usd": network, "system_capex_usd": capex,
-        "system_power_w": power_w, "cost_per_hour_usd": per_hour,
-        "energy_per_token_j": power_w / tokens_per_s if tokens_per_s else float("nan"),
-        "cost_per_million_tokens_usd": per_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s else float("nan"),
+        "device_price_usd": np.broadcast_to(float(price), devices.shape), "network_capex_usd": network,
+        "system_capex_usd": capex, "system_power_w": power_w, "cost_per_hour_usd": per_hour,
+        "energy_per_token_j": power_w / rate,
+        "cost_per_million_tokens_usd": per_hour / (rate * 3600) * 1e6,
     }

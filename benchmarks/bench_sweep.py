@@ -46,12 +46,16 @@ def _spec(tmp: str, n: int):
 
 
 def engine_alone(n: int) -> float:
+    """What one worker does: the sweep's chunks evaluated one after the other in this process."""
+    from llmsim.sweep import CHUNK, chunks
     from llmsim.sweep_eval import evaluate_chunk
 
     with tempfile.TemporaryDirectory() as tmp:
         spec = _spec(tmp, n)
+        evaluate_chunk(spec, (), 0, 1)  # presets parsed once per worker
         t = time.perf_counter()
-        evaluate_chunk(spec, (), 0, spec.size)
+        for a, b in chunks(spec.size, CHUNK):
+            evaluate_chunk(spec, (), a, b)
         return spec.size / (time.perf_counter() - t)
 
 

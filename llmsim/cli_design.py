@@ -27,7 +27,7 @@ from llmsim.spec.errors import SpecError
 def sweep_cmd(
     ctx: typer.Context,
     spec: Path = typer.Argument(..., help="Sweep spec YAML (base, grid, zip, constraints, objectives, keep)."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE (.csv or .json), atomically."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE (.csv, .json, or .parquet with pyarrow), atomically."),
     jobs: int = typer.Option(-1, "--jobs", help="Worker processes (-1: all cores)."),
     top: int | None = typer.Option(None, "--top", min=1, help="Keep the best K rows."),
     pareto_only: bool = typer.Option(False, "--pareto-only", help="Keep only the Pareto-optimal rows (rank 0)."),
@@ -39,7 +39,14 @@ def sweep_cmd(
 ) -> None:
     """Evaluate a grid of design points and rank them by Pareto front; CSV on stdout or -o FILE."""
     from llmsim import sweep as sw
-    from llmsim.report import frame_csv, frame_records, to_json, write_atomic, write_atomic_parts
+    from llmsim.report import (
+        frame_csv,
+        frame_records,
+        to_json,
+        write_atomic,
+        write_atomic_parts,
+        write_parquet,
+    )
 
     sp = sw.load_sweep(spec)
     n = sp.size
@@ -47,15 +54,20 @@ def sweep_cmd(
     if n >= 10_000_000 and not yes:
         raise SpecError(f"{n:,} design points: pass --yes to run a sweep of 10 million points or more",
                         file=str(spec))
-    if output is not None and output.suffix not in (".csv", ".json"):
-        raise SpecError(f"-o {output}: unknown format {output.suffix!r}; allowed: .csv, .json")
+    if output is not None and output.suffix not in (".csv", ".json", ".parquet"):
+        raise SpecError(f"-o {output}: unknown format {output.suffix!r}; allowed: .csv, .json, .parquet")
+    if output is not None and output.suffix == ".parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise SpecError(f"-o {output}: .parquet needs pyarrow: pip install pyarrow") from None
     dirs = preset_dirs(ctx)
     if backend not in ("local", "dask"):
         raise SpecError(f"--backend: unknown {backend!r}; allowed: local, dask")
     if backend == "dask":
         from llmsim.dask_backend import run_on_dask
 
-        rows = run_on_dask(sp, dirs, scheduler)
+        rows = run_on_dask(sp, dirs, scheduler, pareto_only)
         quiet = True
     show = not quiet and sys.stderr.isatty()
     if show:
@@ -63,9 +75,9 @@ def sweep_cmd(
 
         with Progress(transient=True) as bar:
             task = bar.add_task("evaluating", total=len(sw.chunks(n, sw.CHUNK)))
-            rows = sw.run(sp, dirs, jobs, progress=lambda total: bar.advance(task))
+            rows = sw.run(sp, dirs, jobs, progress=lambda total: bar.advance(task), front_only=pareto_only)
     elif backend == "local":
-        rows = sw.run(sp, dirs, jobs)
+        rows = sw.run(sp, dirs, jobs, front_only=pareto_only)
     rows = sw.rank(sw.compare(rows, sp.compare, sp.source), sp.objectives)
     if pareto_only and len(rows):
         rows = rows[rows["pareto_rank"] == 0]
@@ -77,6 +89,8 @@ def sweep_cmd(
             sys.stdout.write(part)
     elif output.suffix == ".csv":
         write_atomic_parts(output, frame_csv(rows, cols, jobs))
+    elif output.suffix == ".parquet":
+        write_parquet(output, rows, cols)
     else:
         write_atomic(output, to_json(frame_records(rows, cols)))
     if output is not None:

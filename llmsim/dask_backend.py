@@ -6,7 +6,7 @@ from llmsim.spec.errors import SpecError
 from llmsim.sweep import SweepSpec, run
 
 
-def run_on_dask(spec: SweepSpec, preset_dirs: tuple[str, ...], scheduler: str | None) -> list[dict]:
+def run_on_dask(spec: SweepSpec, preset_dirs: tuple[str, ...], scheduler: str | None, front_only: bool = False):
     """The same chunks as a local run, executed by the Dask workers at ``scheduler`` (or a local cluster)."""
     try:
         import joblib
@@ -17,7 +17,7 @@ def run_on_dask(spec: SweepSpec, preset_dirs: tuple[str, ...], scheduler: str | 
                                                   dashboard_address=None)
     try:
         with Client(scheduler or cluster), joblib.parallel_config(backend="dask", wait_for_workers_timeout=60):
-            return run(spec, preset_dirs, jobs=-1)
+            return run(spec, preset_dirs, jobs=-1, front_only=front_only)
     except OSError as err:
         raise SpecError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({err})") from None
     finally:

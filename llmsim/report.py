@@ -144,6 +144,26 @@ def frame_csv(frame, columns: list[str], jobs: int = 1):
         delayed(_render)(s, i == 0) for i, s in enumerate(slices))
 
 
+def _publish(tmp: str, target: Path) -> None:
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; give the file the mode open() would
+    os.replace(tmp, target)
+
+
+def write_parquet(path: str | Path, frame, columns: list[str]) -> None:
+    """A sweep frame as Parquet (pyarrow), via a temporary file and rename."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or Path(".")))
+    os.close(fd)
+    try:
+        _tidy(frame, columns).to_parquet(tmp, index=False)
+        _publish(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_atomic_parts(path: str | Path, parts: Iterable[str]) -> None:
     """``write_atomic`` for text arriving in pieces."""
     target = Path(path)
@@ -152,10 +172,7 @@ def write_atomic_parts(path: str | Path, parts: Iterable[str]) -> None:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             for part in parts:
                 fh.write(part)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; give the file the mode open() would
-        os.replace(tmp, target)
+        _publish(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -138,11 +138,18 @@ def load_sweep(path: str | Path) -> SweepSpec:
                      tuple(str(c) for c in constraints), tuple(objectives), keep, compare)
 
 
-def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, stop: int):
-    """Rows (a DataFrame) of points ``start`` .. ``stop - 1``: a worker's chunk (sweep_eval.py)."""
+def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, stop: int, front_only: bool = False):
+    """Rows (a DataFrame) of points ``start`` .. ``stop - 1``: a worker's chunk (sweep_eval.py). With
+    ``front_only`` only the chunk's Pareto front is returned: a point on the sweep's front is on its
+    chunk's front, so the reduction loses nothing and keeps the workers' results small."""
     from llmsim.sweep_eval import evaluate_chunk
 
-    return evaluate_chunk(spec, preset_dirs, start, stop)
+    rows = evaluate_chunk(spec, preset_dirs, start, stop)
+    if front_only and spec.objectives and len(rows):
+        ranked = rank(rows, spec.objectives)
+        rows = ranked[ranked["pareto_rank"] == 0].drop(columns="pareto_rank")
+        rows = rows.sort_values("point", ignore_index=True)
+    return rows
 
 
 def chunks(n: int, size: int) -> list[tuple[int, int]]:
@@ -152,14 +159,16 @@ def chunks(n: int, size: int) -> list[tuple[int, int]]:
 CHUNK = 8192  # points per task: large enough that numpy amortises the per-group work
 
 
-def run(spec: SweepSpec, preset_dirs: tuple[str, ...], jobs: int = 1, chunk: int = CHUNK, progress=None):
+def run(spec: SweepSpec, preset_dirs: tuple[str, ...], jobs: int = 1, chunk: int = CHUNK, progress=None,
+        front_only: bool = False):
     """All kept rows (a DataFrame in point order), chunk by chunk over ``jobs`` joblib workers (the
-    active joblib backend); each worker expands its own index range from the spec."""
+    active joblib backend); each worker expands its own index range from the spec (``front_only``:
+    and returns only its chunk's Pareto front)."""
     import pandas as pd
     from joblib import Parallel, delayed
 
     parts = chunks(spec.size, chunk)
-    tasks = (delayed(evaluate_range)(spec, preset_dirs, a, b) for a, b in parts)
+    tasks = (delayed(evaluate_range)(spec, preset_dirs, a, b, front_only) for a, b in parts)
     out = []
     for frame in Parallel(n_jobs=jobs, return_as="generator")(tasks):
         if len(frame):

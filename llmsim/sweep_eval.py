@@ -30,13 +30,18 @@ def _counts(values) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values)
 
 
+_REGISTRIES: dict = {}  # per worker process: presets parsed once, not once per chunk
+
+
 class _Context:
     """What every group of a chunk shares: the spec, the preset registry, compiled constraints."""
 
     def __init__(self, spec, preset_dirs):
         from llmsim.spec.presets import PresetRegistry
 
-        self.spec, self.registry = spec, PresetRegistry(list(preset_dirs))
+        if preset_dirs not in _REGISTRIES:
+            _REGISTRIES[preset_dirs] = PresetRegistry(list(preset_dirs))
+        self.spec, self.registry = spec, _REGISTRIES[preset_dirs]
         self.checks = [Expr(c) for c in spec.constraints]
         self.doc = Document(spec.base, spec.source)
 

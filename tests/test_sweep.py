@@ -14,7 +14,7 @@ from llmsim.estimate import load, record
 from llmsim.expr import Expr
 from llmsim.pareto import pareto_rank
 from llmsim.spec.errors import SpecError
-from llmsim.sweep import compare, evaluate_range, load_sweep, rank
+from llmsim.sweep import compare, evaluate_range, load_sweep, rank, run
 
 SPEC = """\
 base:
@@ -171,3 +171,20 @@ def test_compare_adds_factor_and_cumulative_columns(tmp_path):
     assert out["tokens_per_s_vs_first"].tolist() == pytest.approx([np.nan, 2.0, np.nan, 3.0], nan_ok=True)
     with pytest.raises(SpecError, match="compare column 'nope'"):
         compare(rows, "nope")
+
+
+def test_pareto_only_reduces_each_chunk_to_its_front_without_losing_the_sweep_front(spec_file):
+    sp = load_sweep(spec_file)
+    full = rank(run(sp, (), 1), sp.objectives)
+    front = full[full["pareto_rank"] == 0]
+    reduced = rank(run(sp, (), 1, chunk=5, front_only=True), sp.objectives)  # 7 chunks of <= 5 points
+    assert len(reduced) < len(full)
+    assert sorted(reduced[reduced["pareto_rank"] == 0]["point"]) == sorted(front["point"])
+
+
+def test_vectorised_constraints_match_row_by_row():
+    cols = {"tp": np.array([1, 2, 4, 8]), "pp": np.array([8, 4, 2, 1]), "dp": np.array([1, 3, 1, 3])}
+    for text in ("tp * pp <= 8 and not dp == 3", "max(tp, pp) >= 4 or dp > 2", "1 < tp <= 4", "abs(-tp) == min(tp, 8)"):
+        e = Expr(text)
+        rows = [dict(zip(cols, v, strict=True)) for v in zip(*cols.values(), strict=True)]
+        assert e.mask(cols).tolist() == [bool(e(r)) for r in rows], text

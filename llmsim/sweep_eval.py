@@ -151,7 +151,7 @@ def _pointwise(ctx, points, fixed, varied, varied_paths) -> pd.DataFrame:
             rec, reason = {".".join(p): v for p, v in overrides}, err.message
         rows.append({"point": int(point), **rec, "infeasible_reason": reason})
     frame = pd.DataFrame(rows)
-    reasons = frame["infeasible_reason"].to_numpy(dtype=object)
+    reasons = frame["infeasible_reason"].to_numpy(dtype=object).copy()
     feasible = pd.isna(reasons)
     if feasible.any():
         sub = {c: frame[c].to_numpy()[feasible] for c in frame.columns}

@@ -16,7 +16,7 @@ _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
         ast.Eq: operator.eq, ast.NotEq: operator.ne}
-_FUNCS = {"min": min, "max": max, "abs": abs}
+_FUNCS = ("min", "max", "abs")
 _ALLOWED = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd, ast.BinOp,
             ast.Compare, ast.Name, ast.Load, ast.Constant, ast.Call, *_BIN, *_CMP)
 
@@ -39,45 +39,20 @@ class Expr:
         self.text, self._tree = text, tree.body
         self.names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(_FUNCS))
 
-    def __call__(self, row: dict):
-        return _eval(self._tree, row)
+    def __call__(self, row: dict) -> bool:
+        """The expression over one row's values."""
+        return bool(self.mask(row))
 
     def mask(self, columns: dict):
-        """The expression over columns of numpy arrays, element by element (a boolean array)."""
+        """The expression over columns of numpy arrays (or one row's numbers), element by element."""
         return np.asarray(_veval(self._tree, columns), dtype=bool)
-
-
-def _eval(node, row: dict):
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name):
-        return row[node.id]
-    if isinstance(node, ast.BinOp):
-        return _BIN[type(node.op)](_eval(node.left, row), _eval(node.right, row))
-    if isinstance(node, ast.UnaryOp):
-        v = _eval(node.operand, row)
-        return (not v) if isinstance(node.op, ast.Not) else (-v if isinstance(node.op, ast.USub) else v)
-    if isinstance(node, ast.BoolOp):
-        vals = (_eval(v, row) for v in node.values)
-        return all(vals) if isinstance(node.op, ast.And) else any(vals)
-    if isinstance(node, ast.Compare):
-        left = _eval(node.left, row)
-        for op, comp in zip(node.ops, node.comparators, strict=True):
-            right = _eval(comp, row)
-            if not _CMP[type(op)](left, right):
-                return False
-            left = right
-        return True
-    if isinstance(node, ast.Call):
-        return _FUNCS[node.func.id](*(_eval(a, row) for a in node.args))
-    raise ValueError(f"unsupported expression node {type(node).__name__}")
 
 
 _VFUNCS = {"min": np.minimum, "max": np.maximum, "abs": np.abs}
 
 
 def _veval(node, cols: dict):
-    """``_eval`` over arrays: and/or/not and chained comparisons element-wise."""
+    """Evaluate a checked tree over numbers or arrays: and/or/not and chained comparisons element-wise."""
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):

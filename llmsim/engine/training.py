@@ -70,7 +70,7 @@ def _compute(sc: Scenario, b, tp, cp, ep) -> dict:
     (f_d, b_d, a_d), (f_m, b_m, a_m) = _pass_time(dense, sc), _pass_time(moe, sc)
     head_f, head_b, _ = _pass_time(head_ops(m, b, s, tp, cp, w.precision), sc)
     emb_f, emb_b, _ = _pass_time(embedding_ops(m, b, s, tp, cp), sc)
-    mix = lambda d, x: dense_frac * d + (1 - dense_frac) * x  # noqa: E731
+    mix = lambda d, x: dense_frac * d + (1 - dense_frac) * x
     wd, wm = overlap_windows(dense, sc.accelerator, w.precision), overlap_windows(moe, sc.accelerator, w.precision)
     return {"lay_f": mix(f_d, f_m), "lay_b": mix(b_d, b_m), "lay_attn": mix(a_d, a_m), "head_f": head_f,
             "head_b": head_b, "emb_f": emb_f, "emb_b": emb_b, "dense_frac": dense_frac,
@@ -203,7 +203,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     flops = model_flops_per_token(sc) * tokens
     peak = acc.peak(w.precision)
     compute_time = mbs * per_mb_compute + optimizer
-    full = lambda x: np.broadcast_to(x, n_rows)  # noqa: E731
+    full = lambda x: np.broadcast_to(x, n_rows)
     names = {f"{dim}_collective": collective_calls(net, op, nbytes, k, stride, named=True)[1]
              for dim, op, nbytes, k, stride in (
                  ("tp", tp_ops[-1], tok_bytes, tp, st["tp"]),

@@ -52,11 +52,10 @@ def record(sc) -> dict:
         rec.update(estimate_inference(sc))
         rec.update(_cost_columns(sc, rec["throughput_tokens_per_s"]))
         return rec
-    from llmsim.engine.split import Split, resolve_split
+    from llmsim.engine.split import resolve_split
 
     sp = resolve_split(sc)
-    one = Split(**{f: np.array([getattr(sp, f)]) for f in Split.__dataclass_fields__})
-    cols = training_record(sc, one, np.array([sc.num_devices]), np.array([w.global_batch_size]))
+    cols = training_record(sc, sp.as_column(), np.array([sc.num_devices]), np.array([w.global_batch_size]))
     return {k: _item(v[0]) for k, v in cols.items()}
 
 

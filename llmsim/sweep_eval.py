@@ -133,7 +133,7 @@ def _failed(ctx, points, fixed, varied, message) -> pd.DataFrame:
     if ctx.spec.keep != "all":
         return pd.DataFrame()
     cols = {".".join(p): [v] * len(points) for p, v in fixed}
-    cols.update({f"{'.'.join(p)}": varied[VECTOR_PATHS[p]] for p in VECTOR_PATHS if VECTOR_PATHS[p] in varied})
+    cols.update({".".join(p): varied[k] for p, k in VECTOR_PATHS.items() if k in varied})
     return pd.DataFrame({"point": points, **cols, "infeasible_reason": message})
 
 

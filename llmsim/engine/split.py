@@ -33,6 +33,10 @@ class Split:
     layers_per_stage: int  # the fullest stage (ceil)
     ep_in_tp: bool = False  # inference: experts spread over the tp group (expert tp = tp / ep)
 
+    def as_column(self) -> Split:
+        """This one split as a column of one row (what the array engine takes)."""
+        return Split(**{f: np.array([getattr(self, f)]) for f in Split.__dataclass_fields__})
+
     @property
     def degrees(self) -> dict[str, int]:
         """Degrees used to place ranks: ep is carved out of dp (expert data parallelism)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from llmsim.engine.batch import per_key
 from llmsim.values import Network
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
@@ -71,8 +72,6 @@ def system_cost(devices: int, device_price_usd: float, tdp_w: float, net: Networ
 def system_cost_columns(devices, device_price_usd: float, tdp_w: float, net: Network, r: CostRates,
                         tokens_per_s) -> dict:
     """Cost columns of design points: ``devices`` and ``tokens_per_s`` are arrays."""
-    from llmsim.engine.batch import per_key
-
     ports, links = per_key(lambda d: scale_out_per_device(net, d, r.switch_radix), devices)
     price = r.device_price_usd if r.device_price_usd is not None else device_price_usd
     network = devices * (ports * r.switch_port_usd + links * r.link_usd)

@@ -84,8 +84,7 @@ def _path_tier(net, stride, n):
 def estimate_training(sc: Scenario) -> dict:
     """All output columns of one training design point (contract in DESIGN.md)."""
     sp = resolve_split(sc)
-    one = Split(**{f: np.array([getattr(sp, f)]) for f in Split.__dataclass_fields__})
-    cols = training_columns(sc, one, np.array([sc.num_devices]), np.array([sc.workload.global_batch_size]))
+    cols = training_columns(sc, sp.as_column(), np.array([sc.num_devices]), np.array([sc.workload.global_batch_size]))
     return {k: v[0].item() if isinstance(v[0], np.generic) else v[0] for k, v in cols.items()}
 
 

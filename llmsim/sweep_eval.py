@@ -132,8 +132,9 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
 def _failed(ctx, points, fixed, varied, message) -> pd.DataFrame:
     if ctx.spec.keep != "all":
         return pd.DataFrame()
-    cols = {".".join(p): [v] * len(points) for p, v in fixed}
-    cols.update({".".join(p): varied[k] for p, k in VECTOR_PATHS.items() if k in varied})
+    # the output column of a scenario path is its last key (parallel.tp -> tp, system.accelerator -> accelerator)
+    cols = {p[-1]: [v] * len(points) for p, v in fixed}
+    cols.update({p[-1]: varied[k] for p, k in VECTOR_PATHS.items() if k in varied})
     return pd.DataFrame({"point": points, **cols, "infeasible_reason": message})
 
 

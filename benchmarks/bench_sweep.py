@@ -4,14 +4,17 @@
 
 Engine alone: one worker's chunk evaluated in this process (points decoded from their indices, grouped,
 split checks, engine, cost columns; `sweep_eval.evaluate_chunk`), and, for contrast, `estimate.record`
-point by point. End to end: `llmsim sweep` machinery (expand from the spec, evaluate on ``jobs``
+point by point. End to end: the `llmsim sweep` command (expand from the spec, evaluate on ``jobs``
 processes, rank by Pareto front, write the CSV atomically) on a grid of llama3-8b splits, microbatch
-sizes, recompute modes and batch sizes.
+sizes, recompute modes and batch sizes, with its wall time and peak memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -70,16 +73,18 @@ def point_by_point(n: int) -> float:
     return n / (time.perf_counter() - t)
 
 
-def end_to_end(n: int, jobs: int) -> tuple[int, float]:
-    from llmsim import sweep as sw
-    from llmsim.report import frame_csv, write_atomic_parts
-
+def end_to_end(n: int, jobs: int) -> tuple[int, float, float]:
+    """``llmsim sweep SPEC --jobs J -o out.csv`` as a user runs it: (points, seconds, peak RSS in MB of
+    the largest llmsim process; the sweep's rows wait in part files, so it is not all rows)."""
     with tempfile.TemporaryDirectory() as tmp:
-        t = time.perf_counter()
         spec = _spec(tmp, n)
-        rows = sw.rank(sw.run(spec, (), jobs), spec.objectives)
-        write_atomic_parts(Path(tmp) / "out.csv", frame_csv(rows, sw.columns(rows), jobs))
-        return spec.size, time.perf_counter() - t
+        t = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "llmsim.cli", "sweep", str(Path(tmp) / "s.yaml"), "--quiet",
+                                 "--jobs", str(jobs), "-o", str(Path(tmp) / "out.csv")], stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        if status:
+            raise SystemExit(f"llmsim sweep failed with status {status}")
+        return spec.size, time.perf_counter() - t, usage.ru_maxrss / 1024  # ru_maxrss: KiB on Linux
 
 
 def main() -> None:
@@ -92,8 +97,9 @@ def main() -> None:
         print(f"engine alone, {n:,} points: {engine_alone(n):,.0f} training points/s (1 core)")
     for n in args.points:
         for j in args.jobs:
-            size, secs = end_to_end(n, j)
-            print(f"end to end, {size:,} points, {j} job(s): {secs:.1f} s, {size / secs:,.0f} points/s")
+            size, secs, mb = end_to_end(n, j)
+            print(f"end to end, {size:,} points, {j} job(s): {secs:.1f} s, {size / secs:,.0f} points/s, "
+                  f"peak RSS {mb:,.0f} MB")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -38,15 +39,12 @@ def sweep_cmd(
                                          help="Dask scheduler address (tcp://HOST:PORT); none: a local cluster."),
 ) -> None:
     """Evaluate a grid of design points and rank them by Pareto front; CSV on stdout or -o FILE."""
+    import tempfile
+    from contextlib import nullcontext
+
     from llmsim import sweep as sw
-    from llmsim.report import (
-        frame_csv,
-        frame_records,
-        to_json,
-        write_atomic,
-        write_atomic_parts,
-        write_parquet,
-    )
+    from llmsim import sweep_stream as ss
+    from llmsim.report import write_atomic_parts, write_parquet
 
     sp = sw.load_sweep(spec)
     n = sp.size
@@ -61,40 +59,48 @@ def sweep_cmd(
             import pyarrow  # noqa: F401
         except ImportError:
             raise SpecError(f"-o {output}: .parquet needs pyarrow: pip install pyarrow") from None
-    dirs = preset_dirs(ctx)
     if backend not in ("local", "dask"):
         raise SpecError(f"--backend: unknown {backend!r}; allowed: local, dask")
-    if backend == "dask":
-        from llmsim.dask_backend import run_on_dask
-
-        rows = run_on_dask(sp, dirs, scheduler, pareto_only)
-        quiet = True
-    show = not quiet and sys.stderr.isatty()
-    if show:
-        from rich.progress import Progress
-
-        with Progress(transient=True) as bar:
-            task = bar.add_task("evaluating", total=len(sw.chunks(n, sw.CHUNK)))
-            rows = sw.run(sp, dirs, jobs, progress=lambda total: bar.advance(task), front_only=pareto_only)
-    elif backend == "local":
-        rows = sw.run(sp, dirs, jobs, front_only=pareto_only)
-    rows = sw.rank(sw.compare(rows, sp.compare, sp.source), sp.objectives)
-    if pareto_only and len(rows):
-        rows = rows[rows["pareto_rank"] == 0]
-    if top:
-        rows = rows.iloc[:top]
-    cols = sw.columns(rows)
-    if output is None:
-        for part in frame_csv(rows, cols, jobs):
-            sys.stdout.write(part)
-    elif output.suffix == ".csv":
-        write_atomic_parts(output, frame_csv(rows, cols, jobs))
-    elif output.suffix == ".parquet":
-        write_parquet(output, rows, cols)
-    else:
-        write_atomic(output, to_json(frame_records(rows, cols)))
+    dirs = preset_dirs(ctx)
+    fmt = output.suffix[1:] if output is not None else "csv"
+    remote = backend == "dask"
+    if remote:
+        from llmsim.dask_backend import on_dask
+    # rows wait in part files beside the output (or in TMPDIR for stdout) until they are ranked and merged
+    with tempfile.TemporaryDirectory(prefix=".llmsim-sweep-", dir=output.parent if output else None) as tmp, \
+            _progress(not quiet and sys.stderr.isatty()) as bar:
+        with on_dask(scheduler) if remote else nullcontext():
+            parts = ss.evaluate(sp, dirs, tmp, jobs, pareto_only, bar("evaluating", len(sw.chunks(n, sw.CHUNK))),
+                                remote)
+        plan = ss.plan(sp, parts, pareto_only, top)
+        if fmt == "parquet":
+            write_parquet(output, ss.collect(plan), plan.columns)
+        else:
+            pieces = ss.text(plan, fmt, tmp, jobs, bar("writing", len(plan.groups)))
+            if output is None:
+                for piece in pieces:
+                    sys.stdout.write(piece)
+            else:
+                write_atomic_parts(output, pieces)
     if output is not None:
-        sys.stderr.write(f"llmsim sweep: {len(rows):,} rows written to {output}\n")
+        sys.stderr.write(f"llmsim sweep: {plan.rows:,} rows written to {output}\n")
+
+
+@contextmanager
+def _progress(show: bool):
+    """``bar(label, total)``: a callable that advances a rich progress task on stderr (or does nothing)."""
+    if not show:
+        yield lambda label, total: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        def task(label, total):
+            t = bar.add_task(label, total=total)
+            return lambda: bar.advance(t)
+
+        yield task
 
 
 def search_cmd(

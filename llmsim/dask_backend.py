@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from llmsim.spec.errors import SpecError
-from llmsim.sweep import SweepSpec, run
 
 
-def run_on_dask(spec: SweepSpec, preset_dirs: tuple[str, ...], scheduler: str | None, front_only: bool = False):
-    """The same chunks as a local run, executed by the Dask workers at ``scheduler`` (or a local cluster)."""
+@contextmanager
+def on_dask(scheduler: str | None) -> Iterator[None]:
+    """joblib work inside runs on the Dask workers at ``scheduler`` (none: a local cluster of 2)."""
     try:
         import joblib
         from dask.distributed import Client, LocalCluster
@@ -16,10 +19,12 @@ def run_on_dask(spec: SweepSpec, preset_dirs: tuple[str, ...], scheduler: str | 
     cluster = None if scheduler else LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                                   dashboard_address=None)
     try:
-        with Client(scheduler or cluster), joblib.parallel_config(backend="dask", wait_for_workers_timeout=60):
-            return run(spec, preset_dirs, jobs=-1, front_only=front_only)
-    except OSError as err:
-        raise SpecError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({err})") from None
+        try:
+            client = Client(scheduler or cluster)
+        except OSError as err:
+            raise SpecError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({err})") from None
+        with client, joblib.parallel_config(backend="dask", wait_for_workers_timeout=60):
+            yield
     finally:
         if cluster is not None:
             cluster.close()

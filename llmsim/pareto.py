@@ -5,11 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 
+def _rows(values) -> np.ndarray:
+    """``values`` as rows x objectives (a vector is one objective; zero rows allowed)."""
+    values = np.asarray(values, dtype=float)
+    return values[:, None] if values.ndim == 1 else values
+
+
 def pareto_rank(values: np.ndarray, maximize: list[bool]) -> np.ndarray:
     """Front index of each row (0 = non-dominated); ``values`` is rows x objectives. NaN rows rank last."""
     import moocore
 
-    values = np.asarray(values, dtype=float).reshape(len(values), -1)
+    values = _rows(values)
     ranks = np.full(len(values), len(values), dtype=int)
     ok = np.all(np.isfinite(values), axis=1)
     if ok.any() and values.shape[1] == 1:  # one objective: fronts are the distinct values in order
@@ -23,6 +29,6 @@ def pareto_rank(values: np.ndarray, maximize: list[bool]) -> np.ndarray:
 def order(values: np.ndarray, maximize: list[bool]) -> tuple[np.ndarray, np.ndarray]:
     """(ranks, row order): by Pareto rank, then by the first objective (best first)."""
     ranks = pareto_rank(values, maximize)
-    first = np.asarray(values, dtype=float).reshape(len(values), -1)[:, 0]
+    first = _rows(values)[:, 0]
     key = np.where(np.isfinite(first), -first if maximize[0] else first, np.inf)
     return ranks, np.lexsort((key, ranks))

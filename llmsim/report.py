@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import json
 import math
 import os
@@ -21,8 +20,8 @@ def _plain(value: Any) -> Any:
     """JSON/CSV-friendly scalar (numpy scalars -> Python, NaN -> None)."""
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    if isinstance(value, float) and not math.isfinite(value) or type(value).__name__ == "NAType":
+        return None  # NaN, pandas NA: an empty cell
     return value
 
 
@@ -104,7 +103,6 @@ def write_atomic(path: str | Path, text: str) -> None:
 INT_COLUMNS = ("num_devices", "tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages", "zero_stage",
                "seq_len", "global_batch_size", "microbatches", "layers_per_stage", "pareto_rank", "input_len",
                "output_len")
-PARALLEL_CSV_ROWS = 100_000  # below this one process renders the CSV
 
 
 def frame_records(frame, columns: list[str]) -> list[dict]:
@@ -113,35 +111,15 @@ def frame_records(frame, columns: list[str]) -> list[dict]:
             for row in frame[columns].itertuples(index=False, name=None)]
 
 
-def _tidy(frame, columns: list[str]):
+def tidy(frame, columns: list[str]):
+    """A sweep frame with exactly ``columns`` (missing ones empty), integer columns as integers."""
     import pandas as pd
 
-    out = frame[columns].copy()
+    out = frame.reindex(columns=columns)
     for c in INT_COLUMNS:
         if c in out and out[c].dtype.kind in "fO":
             out[c] = pd.to_numeric(out[c], errors="coerce").astype("Int64")
     return out
-
-
-def _render(frame, header: bool) -> str:
-    return frame.to_csv(index=False, header=header, lineterminator="\n")
-
-
-def frame_csv(frame, columns: list[str], jobs: int = 1):
-    """CSV text of a sweep frame in pieces (header first); large frames are rendered by ``jobs``
-    processes in contiguous slices, in order."""
-    frame = _tidy(frame, columns)
-    n = len(frame)
-    if jobs == 1 or n < PARALLEL_CSV_ROWS:
-        yield _render(frame, True)
-        return
-    from joblib import Parallel, cpu_count, delayed
-
-    k = min(cpu_count() if jobs < 0 else jobs, max(1, n // (PARALLEL_CSV_ROWS // 4)))
-    cuts = [n * i // (4 * k) for i in range(4 * k + 1)]
-    slices = (frame.iloc[a:b] for a, b in itertools.pairwise(cuts))
-    yield from Parallel(n_jobs=k, return_as="generator")(
-        delayed(_render)(s, i == 0) for i, s in enumerate(slices))
 
 
 def _publish(tmp: str, target: Path) -> None:
@@ -157,7 +135,7 @@ def write_parquet(path: str | Path, frame, columns: list[str]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or Path(".")))
     os.close(fd)
     try:
-        _tidy(frame, columns).to_parquet(tmp, index=False)
+        tidy(frame, columns).to_parquet(tmp, index=False)
         _publish(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

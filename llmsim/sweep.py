@@ -178,50 +178,81 @@ def run(spec: SweepSpec, preset_dirs: tuple[str, ...], jobs: int = 1, chunk: int
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
+def rank_order(values, feasible, maximize: list[bool]):
+    """(ranks, order) of all rows: ``order`` puts the feasible rows by Pareto rank, then by the first
+    objective (best first), then the infeasible rows in point order; ``ranks`` is an object array, None
+    for infeasible rows."""
+    import numpy as np
+
+    from llmsim.pareto import order
+
+    good = np.flatnonzero(feasible)
+    ranks = np.full(len(feasible), None, dtype=object)
+    r, idx = order(values[good], maximize)
+    ranks[good] = r.tolist()
+    return ranks, np.concatenate([good[idx], np.flatnonzero(~feasible)])
+
+
+def _numeric(rows, col: str):
+    import pandas as pd
+
+    return pd.to_numeric(rows[col], errors="coerce").to_numpy(float)
+
+
+def check_objectives(columns: list[str], objectives, source: str = "") -> None:
+    for col, _ in objectives:
+        if col not in columns:
+            raise SpecError(f"objective column {col!r} is not an output column; e.g. "
+                            f"{', '.join(columns[1:9])}, ...", file=source, path="objectives")
+
+
 def rank(rows, objectives: tuple[tuple[str, bool], ...]):
     """Rows with ``pareto_rank`` (feasible rows only; infeasible last), best first."""
     import numpy as np
-    import pandas as pd
-
-    from llmsim.pareto import order
 
     if not objectives or not len(rows):
         return rows
     feasible = rows["infeasible_reason"].isna().to_numpy() if "infeasible_reason" in rows else np.ones(len(rows), bool)
-    for col, _ in objectives:
-        if col not in rows:
-            raise SpecError(f"objective column {col!r} is not an output column; e.g. "
-                            f"{', '.join(list(rows.columns)[1:9])}, ...", path="objectives")
-    good, rest = rows[feasible], rows[~feasible]
-    vals = np.column_stack([pd.to_numeric(good[c], errors="coerce").to_numpy(float) for c, _ in objectives])
-    ranks, idx = order(vals, [m for _, m in objectives])
-    good = good.iloc[idx].assign(pareto_rank=ranks[idx])
-    return pd.concat([good, rest.assign(pareto_rank=None)], ignore_index=True)
+    check_objectives(list(rows.columns), objectives)
+    vals = np.column_stack([_numeric(rows, c) for c, _ in objectives])
+    ranks, idx = rank_order(vals, feasible, [m for _, m in objectives])
+    return rows.iloc[idx].assign(pareto_rank=ranks[idx]).reset_index(drop=True)
 
 
-def _ratio(value, ref):
-    return value / ref if value is not None and ref else None
+def ratios(value, ok):
+    """(vs_previous, vs_first): each feasible value over the previous and the first feasible one (values
+    in point order; NaN where not ``ok`` and, for vs_first, at the first feasible value itself)."""
+    import numpy as np
+    import pandas as pd
+
+    value = pd.Series(np.where(ok, value, np.nan))
+    first = np.flatnonzero(ok)
+    ref = value.iloc[first[0]] if len(first) else np.nan
+    vs_first = (value / ref).to_numpy(copy=True)
+    if len(first):
+        vs_first[first[0]] = np.nan
+    return (value / value.ffill().shift()).to_numpy(), vs_first
+
+
+def compare_columns(col: str) -> list[str]:
+    return [f"{col}_vs_previous", f"{col}_vs_first"]
 
 
 def compare(rows, col: str | None, source: str = ""):
     """``col_vs_previous`` and ``col_vs_first``: each row's ``col`` over the previous and the first
     feasible row's, in point order (rows come from ``run`` in point order)."""
-    import pandas as pd
+    import numpy as np
 
     if not col or not len(rows):
         return rows
     if col not in rows:
         raise SpecError(f"compare column {col!r} is not an output column", file=source, path="compare")
-    ok = rows["infeasible_reason"].isna() if "infeasible_reason" in rows else pd.Series(True, index=rows.index)
-    value = rows[col].where(ok)
-    prev = value.ffill().shift()
-    first = value.dropna().iloc[0] if value.notna().any() else float("nan")
-    return rows.assign(**{f"{col}_vs_previous": (value / prev).where(ok),
-                          f"{col}_vs_first": (value / first).where(ok & (value.index != value.first_valid_index()))})
+    ok = rows["infeasible_reason"].isna().to_numpy() if "infeasible_reason" in rows else np.ones(len(rows), bool)
+    return rows.assign(**dict(zip(compare_columns(col), ratios(_numeric(rows, col), ok), strict=True)))
 
 
 def columns(rows) -> list[str]:
-    """Output columns: the record's, then pareto_rank and infeasible_reason."""
-    seen = list(rows.columns)
+    """Output columns: the record's, then pareto_rank and infeasible_reason (``rows``: a frame or names)."""
+    seen = list(getattr(rows, "columns", rows))
     tail = [c for c in ("pareto_rank", "infeasible_reason") if c in seen]
     return [c for c in seen if c not in tail and c != "point"] + tail

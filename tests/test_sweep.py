@@ -1,5 +1,6 @@
 """Sweeps: spec expansion, safe constraints, Pareto ranks against brute force, rows equal estimate."""
 
+import io
 import json
 from pathlib import Path
 
@@ -199,3 +200,31 @@ def test_inference_sweeps_run_point_by_point_with_constraints(tmp_path):
     rows = run(load_sweep(path), (), 1)
     assert len(rows) == 8 and rows["tpot_s"].notna().all()
     assert rows["infeasible_reason"].isna().all()  # every TPOT is well under a second
+
+
+@pytest.mark.parametrize("pareto_only,top", [(False, None), (True, None), (False, 9)])
+def test_streamed_output_equals_the_in_memory_ranking(spec_file, tmp_path, monkeypatch, pareto_only, top):
+    # 32 points in chunks of 5 (7 part files; 6 with --pareto-only, one chunk has no feasible row), rendered
+    # 2 parts per group, keep: all and
+    # compare on: the merge by output position must give the rows and values of rank(compare(run()))
+    import llmsim.sweep as sw
+    import llmsim.sweep_stream as ss
+    from llmsim.report import frame_records, to_csv
+
+    spec_file.write_text(SPEC + "keep: all\ncompare: tokens_per_s\n")
+    sp = load_sweep(spec_file)
+    monkeypatch.setattr(sw, "CHUNK", 5)
+    monkeypatch.setattr(ss, "MAX_RUNS", 4)
+    ref = rank(compare(run(sp, (), 1, chunk=5, front_only=pareto_only), sp.compare), sp.objectives)
+    if pareto_only:
+        ref = ref[ref["pareto_rank"] == 0]
+    ref = ref.iloc[:top] if top else ref
+    parts = ss.evaluate(sp, (), str(tmp_path), 1, pareto_only)
+    plan = ss.plan(sp, parts, pareto_only, top)
+    assert len(parts) >= 6 and len(plan.groups) >= (1 if pareto_only else 3) and plan.columns == [c for c in sw.columns(ref) if c != "point"]
+    expected = pd.read_csv(io.StringIO(to_csv(frame_records(ref, plan.columns), plan.columns)))
+    streamed = pd.read_csv(io.StringIO("".join(ss.text(plan, "csv", str(tmp_path), 2))))
+    assert len(streamed) == (9 if top else len(ref)) and streamed["infeasible_reason"].notna().any() == (not pareto_only and not top)
+    pd.testing.assert_frame_equal(streamed, expected, check_dtype=False)
+    assert json.loads("".join(ss.text(plan, "json", str(tmp_path), 1))) == frame_records(ref, plan.columns)
+    assert frame_records(ss.collect(plan), plan.columns) == frame_records(ref, plan.columns)  # Parquet's rows

@@ -155,20 +155,25 @@ def cost_cmd(
     yield_model: str = typer.Option("negative-binomial", "--yield-model",
                                     help="poisson, murphy, seeds, moore or negative-binomial (alpha 10)."),
     fmt: Format = typer.Option(Format.table, "--format", help="table, csv (header + one row) or json."),
+    volume: float | None = typer.Option(None, "--volume", min=1,
+                                        help="Units made: adds design and mask NRE shared over them (nre_usd)."),
 ) -> None:
     """Manufacturing cost of one accelerator: dies, yield, HBM, interposer, assembly, test (USD)."""
     from llmsim.cost import PART_COLUMNS, accelerator_cost
     from llmsim.report import emit, fmt_number
 
-    c = accelerator_cost(registry(ctx).get("accelerators", accelerator), yield_model)
+    c = accelerator_cost(registry(ctx).get("accelerators", accelerator), yield_model, volume)
     flat = {k: v for k, v in c.items() if k != "dies"}
     if fmt is not Format.table:
         emit([flat], fmt.value, ["accelerator", "device_cost_usd", *PART_COLUMNS, "package", "yield_model",
-                                 "interposer_mm2", "assembly_yield"])
+                                 "interposer_mm2", "assembly_yield", "volume", "nre_total_usd"])
         return
     labels = {"logic_raw_usd": "logic dies (wafer / dies per wafer)", "logic_yield_loss_usd": "logic yield loss",
               "hbm_usd": "HBM", "interposer_usd": f"interposer / package ({c['package']})",
-              "assembly_loss_usd": "assembly yield loss (scrapped good dies)", "test_assembly_usd": "final test"}
+              "assembly_loss_usd": "assembly yield loss (scrapped good dies)", "test_assembly_usd": "final test",
+              "kgd_test_usd": "known-good-die test (wafer sort)",
+              "nre_usd": (f"NRE: ${c['nre_total_usd'] / 1e6:,.0f}M design and masks / {volume:,.0f} units" if volume
+                          else "NRE (not counted; give --volume)")}
     total = c["device_cost_usd"]
     rows = [{"part": labels[k], "usd": fmt_number(c[k]), "share": f"{100 * c[k] / total:.1f}%"}
             for k in PART_COLUMNS] + [{"part": "total", "usd": fmt_number(total), "share": "100%"}]
@@ -176,9 +181,10 @@ def cost_cmd(
          headers={"usd": "USD"})
     dies = [{"die": d["die"], "count": d["count"], "dies_per_wafer": fmt_number(d["dies_per_wafer"]),
              "yield": f"{100 * d['yield']:.1f}%", "raw_usd": fmt_number(d["raw_usd"]),
-             "good_usd": fmt_number(d["good_usd"])} for d in c["dies"]]
+             "good_usd": fmt_number(d["good_usd"]), "test_usd": fmt_number(d["test_usd"])} for d in c["dies"]]
     emit(dies, "table", title=f"Logic dies ({c['yield_model']} yield); interposer {fmt_number(c['interposer_mm2'])} "
                               f"mm2, assembly yield {100 * c['assembly_yield']:.1f}%",
-         headers={"dies_per_wafer": "dies/wafer", "raw_usd": "USD raw", "good_usd": "USD per good die"})
+         headers={"dies_per_wafer": "dies/wafer", "raw_usd": "USD raw", "good_usd": "USD per good die",
+                  "test_usd": "USD sort test"})
 
 

@@ -1,5 +1,6 @@
 """Silicon cost model: dies per wafer and yields by hand, monotonicity, chiplet crossover, analyst BOMs."""
 
+import json
 import math
 
 import pytest
@@ -7,8 +8,9 @@ from conftest import run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmsim.cost import accelerator_cost
+from llmsim.cost import PART_COLUMNS, accelerator_cost
 from llmsim.engine.silicon import Die, Package, device_cost, die_yield, dies_per_wafer, dies_per_wafer_simple
+from llmsim.spec.errors import SpecError
 
 
 def test_dies_per_wafer_by_hand():
@@ -79,8 +81,41 @@ def test_cost_cli_csv_and_bad_input():
     head, row = r.stdout.splitlines()
     assert head.startswith("accelerator,device_cost_usd,logic_raw_usd,logic_yield_loss_usd,hbm_usd")
     parts = dict(zip(head.split(","), row.split(",")))
-    total = sum(float(parts[k]) for k in ("logic_raw_usd", "logic_yield_loss_usd", "hbm_usd", "interposer_usd",
-                                          "assembly_loss_usd", "test_assembly_usd"))
+    total = sum(float(parts[k]) for k in PART_COLUMNS)
     assert float(parts["device_cost_usd"]) == pytest.approx(total)
     r = run_cli("cost", "h100-sxm", "--yield-model", "gaussian")
     assert r.returncode == 2 and "allowed: poisson" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_known_good_die_test_by_hand():
+    # 800 mm2 at D0 0.1: NB yield 0.463 (above); sort $0.03/s x 60 s = $1.80 per die tested, every die
+    # tested, so $1.80 / 0.463 = $3.89 per good die, and two dies pay twice
+    out = device_cost([Die("d", 800, 2, 17000.0, 0.1)], 0, 0.0, 0.0, 0.0, PKG)
+    assert out["kgd_test_usd"] == pytest.approx(2 * 1.80 / die_yield(800, 0.1))
+    assert out["kgd_test_usd"] == pytest.approx(7.78, abs=0.01)
+
+
+def test_h100_interposer_spans_six_hbm_sites_and_nre_shares_by_volume(registry):
+    h100 = registry.get("accelerators", "h100-sxm")
+    c = accelerator_cost(h100)
+    # 1.1 x (814 mm2 die + 6 sites x 121 mm2) = 1,694 mm2 at $0.44 = $745.36 (5 stacks would be $686.8)
+    assert c["interposer_mm2"] == pytest.approx(1694.0) and c["interposer_usd"] == pytest.approx(745.36)
+    assert c["nre_usd"] == 0.0
+    # NRE (Chiplet Actuary): die 449e6 x (0.8 x 814 / 300 + 0.2) = 449e6 x 2.37067 = $1,064.4M;
+    # CoWoS-S interposer 33,600 x 1,694 + 6.72e6 = $63.64M; total $1,128.0M over 1M units = $1,128 each
+    v = accelerator_cost(h100, volume=1e6)
+    assert v["nre_total_usd"] == pytest.approx(449e6 * (0.8 * 814 / 300 + 0.2) + 33600 * 1694 + 6.72e6)
+    assert v["nre_usd"] == pytest.approx(1128.0, abs=0.1)
+    assert v["device_cost_usd"] == pytest.approx(c["device_cost_usd"] + v["nre_usd"])
+    assert accelerator_cost(h100, volume=2e6)["nre_usd"] == pytest.approx(v["nre_usd"] / 2)
+    with pytest.raises(SpecError, match="design_nre_usd"):  # no published design cost for A14
+        accelerator_cost(h100.model_copy(update={"process_node": "a14"}), volume=1e6)
+
+
+def test_cost_cli_volume():
+    r = run_cli("cost", "h100-sxm", "--volume", "1000000", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout)[0]
+    assert row["nre_usd"] == pytest.approx(1128.0, abs=0.1) and row["volume"] == 1e6
+    r = run_cli("cost", "h100-sxm", "--volume", "0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr

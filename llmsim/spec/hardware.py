@@ -52,6 +52,7 @@ class AcceleratorSpec(Strict):
     hbm_bandwidth_tb_per_s: PosFloat
     hbm_generation: str | None = None
     hbm_stacks: NonNegInt | None = None
+    hbm_sites: NonNegInt | None = None  # HBM places on the interposer (default hbm_stacks); H100: 6, 5 active
     sram_mb: NonNegFloat | None = None
     scaleup_bw_gb_per_s_per_dir: PosFloat
     scaleout_bw_gb_per_s_per_dir: PosFloat

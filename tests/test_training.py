@@ -29,11 +29,16 @@ def test_gpt3_flops_per_step_matches_narayanan_eq3(registry):
 
 
 def test_state_memory_7b_zero_stages():
-    # 7e9 params, dp = 8. ZeRO-0: 16 B/param = 112 GB; ZeRO-1: 2 + 2 + 12/8 = 5.5 B = 38.5 GB;
-    # ZeRO-2: 2 + (2 + 12)/8 = 3.75 B = 26.25 GB; ZeRO-3: 16/8 = 2 B = 14 GB (Rajbhandari et al. 2020 fig. 1).
-    expected = {0: 112e9, 1: 38.5e9, 2: 26.25e9, 3: 14e9}
+    # Megatron-LM dist_optimizer.md, bytes per parameter (d = data-parallel ranks): bf16 parameters with fp32
+    # gradients 18, distributed 6 + 12/d; fp16 parameters and gradients 20, distributed 4 + 16/d.
+    # 7e9 params, dp = 8, bf16: ZeRO-0 18 B = 126 GB; ZeRO-1 2 + 4 + 12/8 = 7.5 B = 52.5 GB;
+    # ZeRO-2 2 + (4 + 12)/8 = 4 B = 28 GB; ZeRO-3 18/8 = 2.25 B = 15.75 GB.
+    expected = {0: 126e9, 1: 52.5e9, 2: 28e9, 3: 15.75e9}
     for stage, total in expected.items():
         assert state_bytes(7e9, 8, stage).total == pytest.approx(total)
+    # fp16: ZeRO-0 20 B = 140 GB; ZeRO-1 2 + 2 + 16/8 = 6 B = 42 GB
+    assert state_bytes(7e9, 8, 0, precision="fp16").total == pytest.approx(140e9)
+    assert state_bytes(7e9, 8, 1, precision="fp16").total == pytest.approx(42e9)
 
 
 GPT_22B = Model("gpt-22b", 48, 6144, 24576, 64, 64, 96, 51200, "gelu", False, True)
@@ -68,6 +73,44 @@ def test_inflight_microbatches():
     assert inflight_microbatches(8, 64, 1) == 8  # first stage holds p microbatches
     assert inflight_microbatches(8, 4, 1) == 4  # never more than exist
     assert inflight_microbatches(4, 64, 2) == pytest.approx(4 * (1 + 3 / 8))
+    # last stage: one microbatch under 1F1B; interleaved ((v-1)*p + 1) chunks of 1/v: (1*4 + 1)/2 = 2.5
+    assert inflight_microbatches(8, 64, 1, last=True) == 1
+    assert inflight_microbatches(4, 64, 2, last=True) == pytest.approx(2.5)
+
+
+def test_last_stage_logits_make_it_the_largest(registry):
+    # llama3-8b (h = 4096, V = 128256) on pp = 4, tp = 1, s = 8192, b = 1, full recompute, m = 16.
+    # Per layer 2*s*b*h = 67,108,864 B. First stage: 8 layers * 4 in flight = 2,147,483,648 B.
+    # Last stage: 8 layers * 1 in flight + fp32 logits 4*s*b*V = 4,202,692,608 -> 4,739,563,520 B.
+    # Both hold 8 layers (218,112,000 params each) + one V*h matrix (525,336,576) = 2,270,232,576 params:
+    # 2 + 4 + 12 B = 4.5405 + 9.0809 + 27.2428 GB. Last: 4.7396 * 1.1 + 40.8642 + 2 = 48.078 GB.
+    sc = load(None, registry, ["model=llama3-8b", "system.num_devices=4", "parallel.tp=1", "parallel.pp=4",
+                               "parallel.recompute=full", "workload.global_batch_size=16"])
+    out = estimate_training(sc)
+    assert out["memory_stage"] == "last"
+    assert out["activations_gb"] == pytest.approx(4_739_563_520 * 1.1 / 1e9)
+    assert out["grads_gb"] == pytest.approx(2_270_232_576 * 4 / 1e9)
+    assert out["memory_per_device_gb"] == pytest.approx(48.078, abs=1e-3)
+    # with selective recomputation the first stage's 4 in-flight microbatches dominate again
+    sel = estimate_training(load(None, registry, ["model=llama3-8b", "system.num_devices=4", "parallel.tp=1",
+                                                  "parallel.pp=4", "workload.global_batch_size=16"]))
+    assert sel["memory_stage"] == "first"
+
+
+def test_capacity_factor_pads_expert_rows():
+    # top-2 of 8 experts, h = 1024, expert f = 2048 (SwiGLU), s*b = 1024 tokens, tp = 1. Expert rows keep
+    # 2*rows*h (dispatched) + 2*rows*f*2 (activation input) + 2*rows*f (down input) = 14,336 B per row.
+    # Dropless: rows = 1024*2*1.1 = 2252.8; capacity factor 1.25 pads every expert: rows = 1024*2*1.25 = 2560,
+    # i.e. (2560 - 2252.8) * 14336 = 4,404,019.2 B more; capacity factor 1.0: (2048 - 2252.8) * 14336 less.
+    from llmsim.values import MoE
+    moe = MoE(experts=8, top_k=2, shared_experts=0, expert_ffn_hidden=2048, first_dense_layers=0,
+              capacity_factor=None)
+    m = Model("moe", 2, 1024, 4096, 8, 8, 128, 32000, "swiglu", False, False, moe=moe)
+    args = dict(b=1, s=1024, tp=1, cp=1, sp=False, recompute="selective", moe_layer=True)
+    dropless = activation_bytes_per_layer(m, **args)
+    for cf, rows in ((1.25, 2560), (1.0, 2048)):
+        capped = dataclasses.replace(m, moe=dataclasses.replace(moe, capacity_factor=cf))
+        assert activation_bytes_per_layer(capped, **args) - dropless == pytest.approx((rows - 2252.8) * 14336)
 
 
 def test_default_scenario_outputs(default):

@@ -65,6 +65,34 @@ def test_optimizer_traffic_42_bytes_per_parameter(registry):
     assert out["optimizer_time_s"] == pytest.approx(8_030_261_248 * 42 / (3.35e12 * cal.HBM_EFFICIENCY))
 
 
+def test_optimizer_traffic_fp16_copies_gradients_into_fp32(registry):
+    # fp16 gradients are copied into fp32 main gradients (read 2, write 4) and a 2-byte buffer is zeroed
+    # instead of a 4-byte one: 42 + 6 - 2 = 46 B per parameter
+    sc = load(None, registry, ["model=llama3-8b", "system.num_devices=1", "parallel.tp=1", "parallel.pp=1",
+                               "workload.global_batch_size=1", "workload.seq_len=1024", "workload.precision=fp16"])
+    out = estimate_training(sc)
+    assert out["optimizer_time_s"] == pytest.approx(8_030_261_248 * 46 / (3.35e12 * cal.HBM_EFFICIENCY))
+    assert out["grads_gb"] == pytest.approx(8_030_261_248 * 2 / 1e9)
+
+
+def test_dp_reduces_fp32_gradients_and_gathers_bf16_weights(registry):
+    # llama3-8b (N = 8.03e9 params) on dp = 2, one microbatch, over a 1 MB/s link without latency, so the
+    # gradient collectives dwarf the compute they overlap with. Ring over k = 2: RS/AG move S/2, AR moves S.
+    # ZeRO-0: all-reduce of fp32 grads = 4N/B. ZeRO-1: reduce-scatter of fp32 grads + all-gather of bf16
+    # weights = 2N/B + N/B = 3N/B. ZeRO-3 (FSDP, 16-bit reduce): AG fwd + AG bwd + RS = 3 * N/B.
+    import dataclasses
+    exposed = {}
+    for z in (0, 1, 3):
+        sc = load(None, registry, ["model=llama3-8b", "system.num_devices=2", "parallel.tp=1", "parallel.pp=1",
+                                   f"parallel.zero_stage={z}", "workload.global_batch_size=2",
+                                   "workload.seq_len=1024"])
+        slow = dataclasses.replace(sc.network, tiers=tuple(dataclasses.replace(t, bw_bytes_per_s=1e6, latency_s=0.0)
+                                                           for t in sc.network.tiers))
+        exposed[z] = estimate_training(dataclasses.replace(sc, network=slow))["dp_comm_exposed_time_s"]
+    assert exposed[1] / exposed[0] == pytest.approx(0.75, rel=1e-3)
+    assert exposed[3] / exposed[0] == pytest.approx(0.75, rel=1e-3)
+
+
 def test_zero_shards_over_data_and_context_parallel_ranks(registry):
     # ZeRO-3 over dp * cp = 2 * 2 = 4 ranks: 16-bit weights of llama3-8b = 8.030e9 * 2 B / 4 = 4.015 GB
     sc = load(None, registry, ["model=llama3-8b", "system.num_devices=4", "parallel.tp=1", "parallel.pp=1",

@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,3 +48,7 @@ def test_mfu_bounded_and_memory_above_weight_shard(registry, model, split, rc, z
     out = estimate_training(_scenario(registry, model, split, rc, z))
     assert 0 < out["mfu"] <= 1
     assert out["memory_per_device_gb"] >= out["weights_gb"] > 0
+    # the breakdown is that of the reported (busiest) stage and adds up to it; pp = 1 has one stage
+    parts = sum(out[k] for k in ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "reserved_gb"))
+    assert parts == pytest.approx(out["memory_per_device_gb"])
+    assert out["memory_stage"] in (("first",) if split[1] == 1 else ("first", "last"))

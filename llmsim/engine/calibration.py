@@ -46,12 +46,24 @@ ATTENTION_MATMUL_RATIO = 0.75
 # fig. 5-6), i.e. s / (s + 280) within 5%.
 ATTENTION_HALF_SEQ = 280
 
-# Max/mean expert load of routed MoE tokens (auxiliary-loss balancing). The slowest expert sets the pace.
+# Max/mean expert load of routed MoE tokens (auxiliary-loss balancing) in a dropless MoE; the slowest
+# expert sets the pace. No published device-level max/mean was found; the value sits inside the capacity
+# factors 1.0-1.25 that Switch Transformer trains with under its auxiliary loss ("Switch Transformers
+# perform better at lower capacity factors (1.0, 1.25)", Fedus et al. 2022, arXiv 2101.03961, sec. 2.2
+# and table 1), i.e. the busiest expert stays within ~1.25x the mean; a device averages E/ep experts.
 MOE_LOAD_IMBALANCE = 1.1
 
-# Memory not held by tensors: CUDA context, cuBLAS/NCCL workspaces (~1-2 GB in practice), plus allocator
-# fragmentation on activations (PyTorch caching allocator; ~10%).
+# Memory not held by tensors. CUDA context ~300 MB with lazy module loading (>1 GB before CUDA 11.7;
+# ptrblck in pytorch/pytorch#107667); NCCL ~0.5-0.7 GB per communicator after its first collective (544 MB
+# for 2 ranks, 688 MB for more, 4x A100 NVLink: NVIDIA/nccl#964; ~1.6 GB reported in NVIDIA/nccl#864) and
+# 3D parallelism keeps tp, dp and pp communicators: 2 GB is the low end of the 2-3 GB these add up to
+# (an all-to-all on 8x H100 took 3.3 GB more: NVIDIA/nccl#1685).
 RUNTIME_RESERVED_BYTES = 2.0e9
+# PyTorch caching-allocator fragmentation, applied to activations only (the weight, grad and optimizer
+# buffers are contiguous in Megatron-LM). GMLake (Guo et al., ASPLOS 2024, arXiv 2401.08156) removes 15%
+# fragmentation on average (up to 33%) in eight LLM trainings on A100-80GB, STWeaver (arXiv 2507.16274)
+# up to 43% with virtual pipeline and recomputation; both as shares of all reserved memory, so 10% of
+# activations is at the low end.
 ACTIVATION_FRAGMENTATION = 1.10
 
 # Inference engines run prefill in chunks of at most this many tokens per step, which bounds the
@@ -60,7 +72,9 @@ ACTIVATION_FRAGMENTATION = 1.10
 PREFILL_CHUNK_TOKENS = 8192
 
 # Fixed per-step time outside the model: data loader, logging, gradient-norm all-reduce, launch of the
-# optimizer step. Megatron-LM logs ~10-50 ms of such work per iteration on large runs.
+# optimizer step. A Megatron-LM log in NVIDIA/nccl#743 (BERT, steady state) times batch-generator 5.2 ms,
+# optimizer-clip-main-grad 1.2-5.1 ms and optimizer-unscale-and-check-inf 3.5-3.7 ms: ~10-14 ms on a
+# small model; 20 ms allows for the larger grad-norm reductions and loggers of big runs.
 STEP_OVERHEAD_S = 0.02
 
 # Collective-library constants (NCCL's analytical tuner, src/graph/tuning.cc, ../shared/data/hardware.md

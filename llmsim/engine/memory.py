@@ -1,9 +1,12 @@
 """Memory per device: weights, gradients, optimizer states (ZeRO), activations, runtime reserve.
 
-Mixed-precision Adam holds 16 bytes per parameter: 2 (16-bit weights) + 2 (16-bit gradients) + 12
-(fp32 master weights, momentum, variance) -- Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) sec. 3.1.
-ZeRO stage 1 shards the 12 optimizer bytes over data parallelism, stage 2 also the gradients, stage 3
-also the weights. Activations follow Korthikanti et al. 2022 (arXiv 2205.05198) sec. 4, generalised to
+Mixed-precision Adam as Megatron-LM runs it (docs/user-guide/features/dist_optimizer.md, bytes per
+parameter): bf16 weights (2), fp32 main gradients (4) and fp32 master weights, momentum and variance
+(12): 18 B, or 6 + 12/d with the distributed optimizer over d data-parallel ranks. With fp16 the
+gradients stay 16-bit (2) and the optimizer keeps an fp32 copy of its shard's gradients (16): 20 B, or
+4 + 16/d. (Rajbhandari et al. 2020, ZeRO, arXiv 1910.02054 sec. 3.1, count 16 B with 16-bit gradients.)
+ZeRO stage 1 shards the optimizer bytes over data parallelism, stage 2 also the gradients, stage 3 also
+the weights. Activations follow Korthikanti et al. 2022 (arXiv 2205.05198) sec. 4, generalised to
 GQA/MLA, gated MLPs and FlashAttention.
 """
 
@@ -17,8 +20,27 @@ from llmsim.engine import calibration as cal
 from llmsim.values import Model
 
 WEIGHT_BYTES = 2.0
-GRAD_BYTES = 2.0
-OPTIMIZER_BYTES = 12.0
+# Megatron-LM with --bf16 forces --accumulate-allreduce-grads-in-fp32 (megatron/training/arguments.py:
+# "bfloat16 requires gradient accumulation and all-reduce to be done in fp32"), so the DDP grad buffer is
+# fp32 (param_and_grad_buffer.py: grad_dtype = torch.float if grad_reduce_in_fp32); NeMo's bf16_mixed
+# sets grad_reduce_in_fp32=True. With --fp16 the buffer keeps the parameter dtype.
+MAIN_GRAD_BYTES = 4.0
+FP16_GRAD_BYTES = 2.0
+OPTIMIZER_BYTES = 12.0  # fp32 master weights, Adam momentum and variance
+
+
+def grad_bytes(precision: str = "bf16") -> float:
+    """Bytes per parameter of the gradient buffer gradients are accumulated and reduced in: fp32 main
+    gradients for bf16 (and FP8/FP4 recipes, whose parameters are bf16), the parameter's fp16 under fp16."""
+    return FP16_GRAD_BYTES if precision == "fp16" else MAIN_GRAD_BYTES
+
+
+def grad_reduce_bytes(precision: str, zero_stage: int) -> float:
+    """Bytes per parameter of the data-parallel gradient reduction. ZeRO 0-2 reduce Megatron's grad buffer
+    as it is; ZeRO-3 is PyTorch FSDP, whose MixedPrecision reduce_dtype defaults to the 16-bit param_dtype
+    (torch.distributed.fsdp docs; llm-foundry's benchmarks run mixed_precision PURE) and whose fp32
+    sharded gradient then takes the cast result."""
+    return WEIGHT_BYTES if zero_stage >= 3 else grad_bytes(precision)
 
 
 @dataclass(frozen=True)
@@ -32,13 +54,25 @@ class StateBytes:
         return self.weights + self.gradients + self.optimizer
 
 
-def state_bytes(params, dp, zero_stage: int, weight_bytes: float = WEIGHT_BYTES) -> StateBytes:
+def state_bytes(params, dp, zero_stage: int, weight_bytes: float = WEIGHT_BYTES,
+                precision: str = "bf16") -> StateBytes:
     """Weights, gradients and Adam states of ``params`` local parameters under ZeRO over ``dp`` ranks."""
+    g = grad_bytes(precision)
+    opt = OPTIMIZER_BYTES + (MAIN_GRAD_BYTES if g < MAIN_GRAD_BYTES else 0.0)  # fp16: fp32 grad shard
     return StateBytes(
         weights=params * weight_bytes / (dp if zero_stage >= 3 else 1),
-        gradients=params * GRAD_BYTES / (dp if zero_stage >= 2 else 1),
-        optimizer=params * OPTIMIZER_BYTES / (dp if zero_stage >= 1 else 1),
+        gradients=params * g / (dp if zero_stage >= 2 else 1),
+        optimizer=params * opt / (dp if zero_stage >= 1 else 1),
     )
+
+
+def moe_row_factor(m: Model):
+    """Expert rows a device holds per routed token (tokens * top_k): a token-dropping MoE pads every
+    expert to its capacity, capacity_factor * tokens * top_k / experts (Fedus et al. 2022, Switch
+    Transformer, arXiv 2101.03961, sec. 2.2; Megatron-Core moe_utils.get_capacity with
+    --moe-pad-expert-input-to-capacity); a dropless one sizes them by the busiest expert's load."""
+    cf = m.moe.capacity_factor if m.moe else None
+    return cal.MOE_LOAD_IMBALANCE if cf is None else cf
 
 
 def activation_bytes_per_layer(m: Model, b, s, tp, cp, sp: bool, recompute: str, flash: bool = True,
@@ -68,7 +102,7 @@ def activation_bytes_per_layer(m: Model, b, s, tp, cp, sp: bool, recompute: str,
         probs = a * s * s * b / cp / tp
         attn = attn + 2 * probs + ((probs + 2 * probs) if dropout else 0.0)
     if moe_layer and m.moe is not None:
-        f, rows = m.moe.expert_ffn_hidden, tok * m.moe.top_k * cal.MOE_LOAD_IMBALANCE
+        f, rows = m.moe.expert_ffn_hidden, tok * m.moe.top_k * moe_row_factor(m)
         fs = f * m.moe.shared_experts
     else:
         f, rows, fs = m.ffn_hidden, tok, 0
@@ -87,9 +121,16 @@ def head_activation_bytes(m: Model, b, s, tp, cp):
     return 4.0 * s * b * m.vocab / tp / cp
 
 
-def inflight_microbatches(pp, microbatches, virtual_stages):
-    """Microbatches whose activations the first stage holds at peak under 1F1B: min(p, m); interleaving
-    adds (p - 1) / (p * v) of a stage's layers (Narayanan et al. 2021 sec. 2.2.2)."""
+def inflight_microbatches(pp, microbatches, virtual_stages, last: bool = False):
+    """Microbatches whose activations a stage holds at peak under 1F1B, in units of its layers.
+
+    First stage: min(p, m); interleaving adds (p - 1) / (p * v) (Narayanan et al. 2021 sec. 2.2.2).
+    Last stage: 1 (it runs each backward right after its forward); interleaved, (v - 1) * p + 1 chunks
+    of 1/v of its layers (Megatron-Core schedules.py: warm-up (p - rank - 1) * 2 + (v - 1) * p, plus one).
+    """
+    if last:
+        v = np.asarray(virtual_stages)
+        return np.minimum(np.where(v > 1, ((v - 1) * pp + 1) / v, 1.0), microbatches)
     base = np.minimum(pp, microbatches)
     return base * np.where(virtual_stages > 1, 1 + (pp - 1) / (pp * virtual_stages), 1.0)
 

@@ -19,7 +19,10 @@ from llmsim.engine import calibration as cal
 from llmsim.engine.batch import collective_calls, collective_times, on_distinct, per_key
 from llmsim.engine.compute import ACT_BYTES, Op, embedding_ops, head_ops, layer_ops, op_time
 from llmsim.engine.memory import (
+    WEIGHT_BYTES,
     activation_bytes_per_layer,
+    grad_bytes,
+    grad_reduce_bytes,
     head_activation_bytes,
     inflight_microbatches,
     state_bytes,
@@ -32,9 +35,11 @@ from llmsim.engine.topology import path_of, strides
 from llmsim.values import Scenario
 
 # HBM traffic of one mixed-precision Adam step per local parameter, with fp32 main gradients as
-# Megatron-LM / NeMo accumulate them (--accumulate-allreduce-grads-in-fp32): gradient norm for clipping
-# reads the grad (4); Adam reads grad, master, m, v (16) and writes master, m, v (12); the master is
-# copied to the 16-bit model weight (read 4, write 2); the grad buffer is zeroed (write 4).
+# Megatron-LM / NeMo accumulate them (--accumulate-allreduce-grads-in-fp32, memory.MAIN_GRAD_BYTES):
+# gradient norm for clipping reads the grad (4); Adam reads grad, master, m, v (16) and writes master,
+# m, v (12); the master is copied to the 16-bit model weight (read 4, write 2); the grad buffer is zeroed
+# (write 4). With fp16 gradients the optimizer first copies them into fp32 (read 2, write 4; Megatron
+# _copy_model_grads_to_main_grads) and zeroes a 2-byte buffer: 4 bytes more.
 ADAM_BYTES_PER_PARAM = 4.0 + 16.0 + 12.0 + 6.0 + 4.0
 
 
@@ -157,19 +162,21 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     # (Megatron-Core's data-parallel group "with context parallel")
     dp, z = sp.dp * cp, p.zero_stage
     dp_stride = np.where(cp > 1, np.minimum(st["dp"], st["cp"]), st["dp"])
-    grad_bytes = 2.0  # 16-bit gradients (ZeRO paper accounting, memory.py)
+    # gradients are reduced in the dtype of the grad buffer (fp32 with bf16, memory.grad_reduce_bytes),
+    # the updated weights all-gathered in 16 bits (the distributed optimizer's bf16 param buffer)
+    red_bytes, prec = grad_reduce_bytes(w.precision, z), w.precision
     # FSDP / ZeRO-3 issues one collective per wrapped layer (Zhao et al. 2023, PyTorch FSDP sec. 3.2), so
     # each pays its own latency; ZeRO-0/1/2 reduce the gradients in a few large buckets
     units = stage_layers if z >= 3 else np.ones(n_rows)
 
-    def sync(op: str):
-        return units * (collective_times(net, op, local_dense * grad_bytes / units, dp, dp_stride)
-                        + collective_times(net, op, local_expert * grad_bytes / units, dp // ep, dp_stride, dp))
+    def sync(op: str, nbytes: float):
+        return units * (collective_times(net, op, local_dense * nbytes / units, dp, dp_stride)
+                        + collective_times(net, op, local_expert * nbytes / units, dp // ep, dp_stride, dp))
 
     if z == 0:
-        grad_sync, param_sync = sync("all_reduce"), 0.0
+        grad_sync, param_sync = sync("all_reduce", red_bytes), 0.0
     else:  # distributed optimizer / ZeRO: reduce-scatter gradients, all-gather updated weights
-        grad_sync, param_sync = sync("reduce_scatter"), sync("all_gather")
+        grad_sync, param_sync = sync("reduce_scatter", red_bytes), sync("all_gather", WEIGHT_BYTES)
     # overlap windows: a microbatch's forward and backward wall time, their own exposed comm included
     fwd_comm = tp_fwd + cp_fwd + ep_comm / 2 + pp_comm / 2
     mb_fwd = stage_layers * lay_f + extra_f + fwd_comm
@@ -183,19 +190,28 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     exposed_dp = np.where(dp > 1, exposed_dp, 0.0)
 
     opt_params = local_total / (dp if z >= 1 else 1)
-    optimizer = opt_params * ADAM_BYTES_PER_PARAM / (acc.hbm_bw_bytes_per_s * cal.HBM_EFFICIENCY)
+    adam_bytes = ADAM_BYTES_PER_PARAM + (4.0 if grad_bytes(prec) < 4.0 else 0.0)
+    optimizer = opt_params * adam_bytes / (acc.hbm_bw_bytes_per_s * cal.HBM_EFFICIENCY)
     step = pipeline_time + bubble + exposed_dp + optimizer + cal.STEP_OVERHEAD_S
 
-    # --- memory of the busiest device (first stage of the pipeline) -------------------------------
-    dense_states, expert_states = state_bytes(local_dense, dp, z), state_bytes(local_expert, dp // ep, z)
-    states = dense_states.total + expert_states.total
+    # --- memory of the busiest device: the first stage (input embedding, most microbatches in flight)
+    # or the last (output projection, fp32 logits, maybe fewer layers); one device when pp = 1 -----------
     drop = m.dropout > 0
     act = [activation_bytes_per_layer(m, b, s, tp, cp, seqpar, p.recompute, p.flash_attention, drop,
                                       moe_layer=x, ep=ep) for x in (False, True)]
     act_layer = dense_frac * act[0] + (1 - dense_frac) * act[1]
-    inflight = inflight_microbatches(pp, mbs, v)
-    activations = stage_layers * act_layer * inflight + np.where(pp == 1, head_activation_bytes(m, b, s, tp, cp), 0.0)
-    mem = with_runtime_reserve(activations, states)
+    head = head_activation_bytes(m, b, s, tp, cp)
+    stages = []
+    for layers, last in ((stage_layers, False), (n_last, True)):
+        dense_p, expert_p = local_params(m, layers, pp, tp, ep)
+        sd, se = state_bytes(dense_p, dp, z, precision=prec), state_bytes(expert_p, dp // ep, z, precision=prec)
+        acts = layers * act_layer * inflight_microbatches(pp, mbs, v, last=last) + np.where((pp == 1) | last, head, 0.0)
+        stages.append({"weights": sd.weights + se.weights, "grads": sd.gradients + se.gradients,
+                       "optimizer": sd.optimizer + se.optimizer, "activations": acts,
+                       "mem": with_runtime_reserve(acts, sd.total + se.total)})
+    is_last = stages[1]["mem"] > stages[0]["mem"]
+    mem_of = {k: np.broadcast_to(np.where(is_last, stages[1][k], stages[0][k]), n_rows) for k in stages[0]}
+    mem = mem_of["mem"]
 
     # --- outputs -------------------------------------------------------------------------------
     tokens = global_batch_size * s
@@ -206,7 +222,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     names = {f"{dim}_collective": collective_calls(net, op, nbytes, k, stride, named=True)[1]
              for dim, op, nbytes, k, stride in (
                  ("tp", tp_ops[-1], tok_bytes, tp, st["tp"]),
-                 ("dp", "all_reduce" if z == 0 else "reduce_scatter", local_dense * grad_bytes, dp, dp_stride),
+                 ("dp", "all_reduce" if z == 0 else "reduce_scatter", local_dense * red_bytes, dp, dp_stride),
                  ("ep", "all_to_all", tok_bytes, ep, st["ep"]),
                  ("pp", "p2p", tok_bytes, np.where(pp > 1, 2, 1), st["pp"]))}
     return {
@@ -224,11 +240,10 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
         "optimizer_time_s": optimizer, "overhead_time_s": full(cal.STEP_OVERHEAD_S),
         "tp_tier": _path_tier(net, st["tp"], tp), "dp_tier": _path_tier(net, dp_stride, np.where(sp.dp > 1, dp, 1)),
         **names,
-        "weights_gb": (dense_states.weights + expert_states.weights) / 1e9,
-        "grads_gb": (dense_states.gradients + expert_states.gradients) / 1e9,
-        "optimizer_gb": (dense_states.optimizer + expert_states.optimizer) / 1e9,
-        "activations_gb": activations * cal.ACTIVATION_FRAGMENTATION / 1e9,
+        **{f"{k}_gb": mem_of[k] / 1e9 for k in ("weights", "grads", "optimizer")},
+        "activations_gb": mem_of["activations"] * cal.ACTIVATION_FRAGMENTATION / 1e9,
         "reserved_gb": full(cal.RUNTIME_RESERVED_BYTES / 1e9),
         "memory_per_device_gb": mem / 1e9,
+        "memory_stage": np.broadcast_to(np.where(is_last, "last", "first"), n_rows),  # pp = 1: "first"
         "fits_in_memory": mem <= acc.hbm_bytes,
     }

@@ -14,6 +14,8 @@ from pathlib import Path
 import yaml
 
 DATA = Path(__file__).parent / "data" / "published_runs.yaml"
+# settings the records omit, each cited to the recipe the run was launched with (not calibration)
+RECIPES = Path(__file__).parent / "data" / "recipe_settings.yaml"
 
 ACCELERATORS = {"A100-SXM4-80GB": ("a100-sxm-80gb", "dgx-a100"), "A100-SXM4-40GB": ("a100-sxm-40gb", "dgx-a100"),
                 "H100-SXM5-80GB": ("h100-sxm", "dgx-h100"), "H200-SXM-141GB": ("h200-sxm", "dgx-h200")}
@@ -28,6 +30,14 @@ class Skip(Exception):
 def load_records(path: Path = DATA) -> list[dict]:
     with open(path, encoding="utf-8") as fh:
         return yaml.safe_load(fh)
+
+
+def recipe_settings(path: Path = RECIPES) -> dict[str, dict[str, dict]]:
+    """Record id -> scenario section -> key -> setting value (the file cites a source for each)."""
+    with open(path, encoding="utf-8") as fh:
+        entries = yaml.safe_load(fh)
+    return {e["id"]: {sec: {k: v["value"] for k, v in keys.items()} for sec, keys in e.items() if sec != "id"}
+            for e in entries}
 
 
 def _recompute(text) -> str:
@@ -106,6 +116,9 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
                 "parallel": parallel,
                 "workload": {"mode": "training", "precision": precision, "seq_len": m["seq_len"],
                              "global_batch_size": p["global_batch_seqs"]}}
+    for section, keys in recipe_settings().get(rec["id"], {}).items():
+        scenario[section].update(keys)
+        notes.extend(f"recipe: {k} {v}" for k, v in keys.items())
     return scenario, notes
 
 

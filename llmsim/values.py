@@ -120,6 +120,8 @@ class Parallel:
     zero_stage: int
     order: tuple[str, ...]
     attention_kernel: str = "auto"
+    grad_reduce_dtype: str = "auto"  # auto | fp32 | bf16 (memory.grad_bytes)
+    optimizer_states: str = "fp32"  # fp32 | fp32-remainders | bf16 (memory.OPTIMIZER_STATE_BYTES)
 
 
 @dataclass(frozen=True)

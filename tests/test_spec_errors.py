@@ -88,6 +88,24 @@ def test_wrong_literal_lists_allowed_values(tmp_path, registry):
     assert "'none', 'selective' or 'full'" in err.message and "'some'" in err.message
 
 
+def test_grad_reduce_dtype_and_optimizer_states_list_allowed_values(tmp_path, registry):
+    err = _error(tmp_path, registry, BASE + "parallel:\n  grad_reduce_dtype: fp16\n")
+    assert err.path == "parallel.grad_reduce_dtype" and err.line == 9
+    assert "'auto', 'fp32' or 'bf16'" in err.message and "'fp16'" in err.message
+    err = _error(tmp_path, registry, BASE + "parallel:\n  optimizer_states: fp8\n")
+    assert err.path == "parallel.optimizer_states"
+    assert "'fp32', 'fp32-remainders' or 'bf16'" in err.message
+    # bf16 gradients or Apex state layouts need bf16 parameters
+    err = _error(tmp_path, registry, BASE + "parallel:\n  grad_reduce_dtype: bf16\n", ["workload.precision=fp16"])
+    assert "parallel.grad_reduce_dtype bf16 needs bf16 parameters" in err.message and "allowed: auto, fp32" in err.message
+
+
+def test_cli_bad_grad_reduce_dtype_is_one_line_exit_2():
+    res = run_cli("estimate", "--set", "parallel.grad_reduce_dtype=fp16")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    assert "parallel.grad_reduce_dtype: Input should be 'auto', 'fp32' or 'bf16' (got 'fp16')" in res.stderr
+
+
 def test_unknown_preset_suggests_nearest(tmp_path, registry):
     err = _error(tmp_path, registry, BASE.replace("h100-sxm", "h100-sx"))
     assert err.path == "system.accelerator" and err.line == 3

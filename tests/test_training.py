@@ -41,6 +41,50 @@ def test_state_memory_7b_zero_stages():
     assert state_bytes(7e9, 8, 1, precision="fp16").total == pytest.approx(42e9)
 
 
+def test_state_memory_grad_dtype_and_optimizer_states():
+    # 7e9 params, dp = 8, ZeRO-1 (weights 2 B, gradients unsharded, optimizer / 8):
+    # bf16 gradients, fp32 states: 2 + 2 + (12 + 4 fp32 gradient-shard copy)/8 = 6 B = 42 GB (Megatron, as fp16)
+    # bf16 gradients, fp32-remainders (Apex store_param_remainders): 2 + 2 + 10/8 = 5.25 B = 36.75 GB
+    # bf16 gradients, bf16 states (Apex optim.dtype bf16, no master): 2 + 2 + 4/8 = 4.5 B = 31.5 GB
+    # fp32 gradients under fp16 (no copy needed): 2 + 4 + 12/8 = 7.5 B = 52.5 GB
+    assert state_bytes(7e9, 8, 1, grad_dtype="bf16").total == pytest.approx(42e9)
+    rem = state_bytes(7e9, 8, 1, grad_dtype="bf16", optimizer_states="fp32-remainders")
+    assert (rem.gradients, rem.optimizer) == (pytest.approx(14e9), pytest.approx(8.75e9))
+    assert state_bytes(7e9, 8, 1, grad_dtype="bf16", optimizer_states="bf16").total == pytest.approx(31.5e9)
+    assert state_bytes(7e9, 8, 1, precision="fp16", grad_dtype="fp32").total == pytest.approx(52.5e9)
+    # auto is today's accounting: identical to leaving the arguments out
+    assert state_bytes(7e9, 8, 2, grad_dtype="auto", optimizer_states="fp32") == state_bytes(7e9, 8, 2)
+
+
+def test_bf16_gradients_halve_grads_gb(registry):
+    # llama3-8b (N = 8,030,261,248) on one H100: auto keeps 4 B fp32 main gradients = 32.121 GB, bf16 2 B =
+    # 16.061 GB; with fp32-remainders the optimizer holds 10 B = 80.303 GB instead of 12 B = 96.363 GB, and
+    # the Adam step moves 3*2 + 2*(2 + 10) = 30 B per parameter instead of 42
+    n = 8_030_261_248
+    base = ["model=llama3-8b", "system.num_devices=1", "parallel.tp=1", "parallel.pp=1",
+            "workload.global_batch_size=1", "workload.seq_len=1024"]
+    auto = estimate_training(load(None, registry, base))
+    bf16 = estimate_training(load(None, registry, [*base, "parallel.grad_reduce_dtype=bf16",
+                                                   "parallel.optimizer_states=fp32-remainders"]))
+    assert auto["grads_gb"] == pytest.approx(n * 4 / 1e9) and bf16["grads_gb"] == pytest.approx(n * 2 / 1e9)
+    assert auto["optimizer_gb"] == pytest.approx(n * 12 / 1e9) and bf16["optimizer_gb"] == pytest.approx(n * 10 / 1e9)
+    assert auto["memory_per_device_gb"] - bf16["memory_per_device_gb"] == pytest.approx(n * 4 / 1e9)
+    assert bf16["optimizer_time_s"] / auto["optimizer_time_s"] == pytest.approx(30 / 42)
+
+
+def test_recipe_settings_cite_a_source_and_name_real_records():
+    import yaml
+
+    from llmsim import validate as val
+    ids = {r["id"] for r in val.load_records()}
+    with open(val.RECIPES, encoding="utf-8") as fh:
+        entries = yaml.safe_load(fh)
+    assert entries and all(e["id"] in ids for e in entries)
+    for e in entries:
+        for key, setting in e["parallel"].items():
+            assert set(setting) == {"value", "source"} and len(setting["source"]) > 20, (e["id"], key)
+
+
 GPT_22B = Model("gpt-22b", 48, 6144, 24576, 64, 64, 96, 51200, "gelu", False, True)
 
 

@@ -93,6 +93,28 @@ def test_dp_reduces_fp32_gradients_and_gathers_bf16_weights(registry):
     assert exposed[3] / exposed[0] == pytest.approx(0.75, rel=1e-3)
 
 
+def test_grad_reduce_dtype_sets_the_bytes_on_the_wire(registry):
+    # as above (dp = 2, 1 MB/s, ring: RS/AG move S/2, AR moves S). ZeRO-0, bf16 gradients: all-reduce of
+    # 2N bytes = 2N/B, half of auto's 4N/B. ZeRO-1, bf16: RS 2N/2 + AG of bf16 weights 2N/2 = 2N/B (0.5).
+    # ZeRO-3 with fp32 reduction instead of FSDP's 16-bit: AG fwd N/B + AG bwd N/B + RS 4N/2/B = 4N/B (1.0).
+    import dataclasses
+
+    def exposed(z, dtype):
+        sc = load(None, registry, ["model=llama3-8b", "system.num_devices=2", "parallel.tp=1", "parallel.pp=1",
+                                   f"parallel.zero_stage={z}", f"parallel.grad_reduce_dtype={dtype}",
+                                   "workload.global_batch_size=2", "workload.seq_len=1024"])
+        slow = dataclasses.replace(sc.network, tiers=tuple(dataclasses.replace(t, bw_bytes_per_s=1e6, latency_s=0.0)
+                                                           for t in sc.network.tiers))
+        out = estimate_training(dataclasses.replace(sc, network=slow))
+        return out["dp_comm_exposed_time_s"]
+
+    ref = exposed(0, "auto")
+    assert exposed(0, "fp32") == pytest.approx(ref, rel=1e-9)  # auto is fp32 with bf16 parameters
+    assert exposed(0, "bf16") / ref == pytest.approx(0.5, rel=1e-3)
+    assert exposed(1, "bf16") / ref == pytest.approx(0.5, rel=1e-3)
+    assert exposed(3, "fp32") / ref == pytest.approx(1.0, rel=1e-3)
+
+
 def test_zero_shards_over_data_and_context_parallel_ranks(registry):
     # ZeRO-3 over dp * cp = 2 * 2 = 4 ranks: 16-bit weights of llama3-8b = 8.030e9 * 2 B / 4 = 4.015 GB
     sc = load(None, registry, ["model=llama3-8b", "system.num_devices=4", "parallel.tp=1", "parallel.pp=1",

@@ -5,6 +5,8 @@ parameter): bf16 weights (2), fp32 main gradients (4) and fp32 master weights, m
 (12): 18 B, or 6 + 12/d with the distributed optimizer over d data-parallel ranks. With fp16 the
 gradients stay 16-bit (2) and the optimizer keeps an fp32 copy of its shard's gradients (16): 20 B, or
 4 + 16/d. (Rajbhandari et al. 2020, ZeRO, arXiv 1910.02054 sec. 3.1, count 16 B with 16-bit gradients.)
+Scenarios may set bf16 gradients (parallel.grad_reduce_dtype) and NeMo/Apex optimizer state layouts
+(parallel.optimizer_states: 10 B with 16-bit master remainders, 4 B with bf16 moments).
 ZeRO stage 1 shards the optimizer bytes over data parallelism, stage 2 also the gradients, stage 3 also
 the weights. Activations follow Korthikanti et al. 2022 (arXiv 2205.05198) sec. 4, generalised to
 GQA/MLA, gated MLPs and FlashAttention.
@@ -26,21 +28,42 @@ WEIGHT_BYTES = 2.0
 # sets grad_reduce_in_fp32=True. With --fp16 the buffer keeps the parameter dtype.
 MAIN_GRAD_BYTES = 4.0
 FP16_GRAD_BYTES = 2.0
-OPTIMIZER_BYTES = 12.0  # fp32 master weights, Adam momentum and variance
+# scenario parallel.grad_reduce_dtype other than auto: the buffer's bytes, in memory and on the wire
+# (NeMo optim.grad_sync_dtype: Apex DistributedFusedAdam allocates its grad buffer in grad_sync_dtype)
+GRAD_DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0}
+# Adam's state per parameter (parallel.optimizer_states): fp32 master, momentum, variance (12); Apex
+# DistributedFusedAdam store_param_remainders keeps an int16 remainder beside the bf16 weight instead of
+# the fp32 master, plus fp32 m, v (10; NeMo's default for bf16 O2 with an fp32 optimizer,
+# megatron_base_model.py); Apex with optim.dtype bf16 keeps bf16 m, v and no master (4)
+OPTIMIZER_STATE_BYTES = {"fp32": 12.0, "fp32-remainders": 10.0, "bf16": 4.0}
+OPTIMIZER_BYTES = OPTIMIZER_STATE_BYTES["fp32"]
 
 
-def grad_bytes(precision: str = "bf16") -> float:
+def grad_bytes(precision: str = "bf16", grad_dtype: str = "auto") -> float:
     """Bytes per parameter of the gradient buffer gradients are accumulated and reduced in: fp32 main
-    gradients for bf16 (and FP8/FP4 recipes, whose parameters are bf16), the parameter's fp16 under fp16."""
+    gradients for bf16 (and FP8/FP4 recipes, whose parameters are bf16), the parameter's fp16 under fp16;
+    an explicit ``grad_dtype`` (fp32, bf16) overrides."""
+    if grad_dtype != "auto":
+        return GRAD_DTYPE_BYTES[grad_dtype]
     return FP16_GRAD_BYTES if precision == "fp16" else MAIN_GRAD_BYTES
 
 
-def grad_reduce_bytes(precision: str, zero_stage: int) -> float:
+def grad_reduce_bytes(precision: str, zero_stage: int, grad_dtype: str = "auto") -> float:
     """Bytes per parameter of the data-parallel gradient reduction. ZeRO 0-2 reduce Megatron's grad buffer
     as it is; ZeRO-3 is PyTorch FSDP, whose MixedPrecision reduce_dtype defaults to the 16-bit param_dtype
     (torch.distributed.fsdp docs; llm-foundry's benchmarks run mixed_precision PURE) and whose fp32
-    sharded gradient then takes the cast result."""
+    sharded gradient then takes the cast result. An explicit ``grad_dtype`` is reduced as it is."""
+    if grad_dtype != "auto":
+        return GRAD_DTYPE_BYTES[grad_dtype]
     return WEIGHT_BYTES if zero_stage >= 3 else grad_bytes(precision)
+
+
+def optimizer_bytes(g: float, optimizer_states: str = "fp32") -> float:
+    """Optimizer bytes per parameter with ``g``-byte gradients. With fp32 master weights and 16-bit
+    gradients the optimizer keeps an fp32 copy of its shard's gradients (Megatron-LM dist_optimizer.md:
+    fp16 4 + 16/d; _copy_model_grads_to_main_grads); Apex's fused kernel reads 16-bit gradients as they are."""
+    copy = optimizer_states == "fp32" and g < MAIN_GRAD_BYTES
+    return OPTIMIZER_STATE_BYTES[optimizer_states] + (MAIN_GRAD_BYTES if copy else 0.0)
 
 
 @dataclass(frozen=True)
@@ -54,11 +77,11 @@ class StateBytes:
         return self.weights + self.gradients + self.optimizer
 
 
-def state_bytes(params, dp, zero_stage: int, weight_bytes: float = WEIGHT_BYTES,
-                precision: str = "bf16") -> StateBytes:
+def state_bytes(params, dp, zero_stage: int, weight_bytes: float = WEIGHT_BYTES, precision: str = "bf16",
+                grad_dtype: str = "auto", optimizer_states: str = "fp32") -> StateBytes:
     """Weights, gradients and Adam states of ``params`` local parameters under ZeRO over ``dp`` ranks."""
-    g = grad_bytes(precision)
-    opt = OPTIMIZER_BYTES + (MAIN_GRAD_BYTES if g < MAIN_GRAD_BYTES else 0.0)  # fp16: fp32 grad shard
+    g = grad_bytes(precision, grad_dtype)
+    opt = optimizer_bytes(g, optimizer_states)
     return StateBytes(
         weights=params * weight_bytes / (dp if zero_stage >= 3 else 1),
         gradients=params * g / (dp if zero_stage >= 2 else 1),

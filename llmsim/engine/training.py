@@ -19,6 +19,8 @@ from llmsim.engine import calibration as cal
 from llmsim.engine.batch import collective_calls, collective_times, on_distinct, per_key
 from llmsim.engine.compute import ACT_BYTES, Op, embedding_ops, head_ops, layer_ops, op_time
 from llmsim.engine.memory import (
+    MAIN_GRAD_BYTES,
+    OPTIMIZER_STATE_BYTES,
     WEIGHT_BYTES,
     activation_bytes_per_layer,
     grad_bytes,
@@ -41,6 +43,17 @@ from llmsim.values import Scenario
 # (write 4). With fp16 gradients the optimizer first copies them into fp32 (read 2, write 4; Megatron
 # _copy_model_grads_to_main_grads) and zeroes a 2-byte buffer: 4 bytes more.
 ADAM_BYTES_PER_PARAM = 4.0 + 16.0 + 12.0 + 6.0 + 4.0
+
+
+def adam_step_bytes(g: float, optimizer_states: str = "fp32") -> float:
+    """HBM bytes of one Adam step per local parameter with ``g``-byte gradients (itemised above for fp32
+    states). Apex DistributedFusedAdam's layouts (fp32-remainders, bf16) update the 16-bit weight in place
+    from g-byte gradients: gradient norm g, read g + weight 2 + states, write weight 2 + states, zero g."""
+    st = OPTIMIZER_STATE_BYTES[optimizer_states]
+    if optimizer_states != "fp32":
+        return 3 * g + 2 * (WEIGHT_BYTES + st)
+    copy = g + MAIN_GRAD_BYTES if g < MAIN_GRAD_BYTES else 0.0  # 16-bit grads copied into fp32 main grads
+    return ADAM_BYTES_PER_PARAM - (MAIN_GRAD_BYTES - g) + copy
 
 
 def model_flops_per_token(sc: Scenario) -> float:
@@ -164,7 +177,8 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     dp_stride = np.where(cp > 1, np.minimum(st["dp"], st["cp"]), st["dp"])
     # gradients are reduced in the dtype of the grad buffer (fp32 with bf16, memory.grad_reduce_bytes),
     # the updated weights all-gathered in 16 bits (the distributed optimizer's bf16 param buffer)
-    red_bytes, prec = grad_reduce_bytes(w.precision, z), w.precision
+    prec, gdt, ost = w.precision, p.grad_reduce_dtype, p.optimizer_states
+    red_bytes = grad_reduce_bytes(prec, z, gdt)
     # FSDP / ZeRO-3 issues one collective per wrapped layer (Zhao et al. 2023, PyTorch FSDP sec. 3.2), so
     # each pays its own latency; ZeRO-0/1/2 reduce the gradients in a few large buckets
     units = stage_layers if z >= 3 else np.ones(n_rows)
@@ -190,8 +204,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     exposed_dp = np.where(dp > 1, exposed_dp, 0.0)
 
     opt_params = local_total / (dp if z >= 1 else 1)
-    adam_bytes = ADAM_BYTES_PER_PARAM + (4.0 if grad_bytes(prec) < 4.0 else 0.0)
-    optimizer = opt_params * adam_bytes / (acc.hbm_bw_bytes_per_s * cal.HBM_EFFICIENCY)
+    optimizer = opt_params * adam_step_bytes(grad_bytes(prec, gdt), ost) / (acc.hbm_bw_bytes_per_s * cal.HBM_EFFICIENCY)
     step = pipeline_time + bubble + exposed_dp + optimizer + cal.STEP_OVERHEAD_S
 
     # --- memory of the busiest device: the first stage (input embedding, most microbatches in flight)
@@ -204,7 +217,8 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     stages = []
     for layers, last in ((stage_layers, False), (n_last, True)):
         dense_p, expert_p = local_params(m, layers, pp, tp, ep)
-        sd, se = state_bytes(dense_p, dp, z, precision=prec), state_bytes(expert_p, dp // ep, z, precision=prec)
+        sd, se = (state_bytes(n, k, z, precision=prec, grad_dtype=gdt, optimizer_states=ost)
+                  for n, k in ((dense_p, dp), (expert_p, dp // ep)))
         acts = layers * act_layer * inflight_microbatches(pp, mbs, v, last=last) + np.where((pp == 1) | last, head, 0.0)
         stages.append({"weights": sd.weights + se.weights, "grads": sd.gradients + se.gradients,
                        "optimizer": sd.optimizer + se.optimizer, "activations": acts,

@@ -12,6 +12,7 @@ from llmsim.spec.model import ModelSpec
 
 ParallelDim = Literal["tp", "cp", "ep", "dp", "pp"]
 DEFAULT_ORDER: tuple[str, ...] = ("tp", "cp", "ep", "dp", "pp")
+BF16_PARAM_PRECISIONS = ("bf16", "fp8", "fp4")  # FP8/FP4 recipes keep bf16 parameters (Transformer Engine)
 
 
 class ParallelSpec(Strict):
@@ -28,6 +29,12 @@ class ParallelSpec(Strict):
     virtual_stages: PosInt = 1
     recompute: Literal["none", "selective", "full"] = "selective"
     zero_stage: int = Field(default=1, ge=0, le=3)
+    # dtype gradients are accumulated and data-parallel-reduced in (NeMo optim.grad_sync_dtype); auto:
+    # fp32 with bf16/fp8/fp4 parameters (Megatron-LM), fp16 with fp16, 16-bit reduction under ZeRO-3 (FSDP)
+    grad_reduce_dtype: Literal["auto", "fp32", "bf16"] = "auto"
+    # Adam's per-parameter state: fp32 master, momentum, variance (12 B); fp32-remainders: 16-bit remainders
+    # beside the bf16 weight instead of the master (10 B, Apex store_param_remainders); bf16 m, v (4 B)
+    optimizer_states: Literal["fp32", "fp32-remainders", "bf16"] = "fp32"
     order: list[ParallelDim] = list(DEFAULT_ORDER)
 
     @model_validator(mode="after")
@@ -114,4 +121,9 @@ class ScenarioSpec(Strict):
         if kernel != "auto" and measured and kernel not in measured:
             raise ValueError(f"parallel.attention_kernel '{kernel}' has no measurement for accelerator "
                              f"'{acc.name}'; allowed: auto, {', '.join(measured)}")
+        for key, value, allowed in (("grad_reduce_dtype", self.parallel.grad_reduce_dtype, "auto, fp32"),
+                                    ("optimizer_states", self.parallel.optimizer_states, "fp32")):
+            if value not in allowed.split(", ") and prec not in BF16_PARAM_PRECISIONS:
+                raise ValueError(f"parallel.{key} {value} needs bf16 parameters (workload.precision "
+                                 f"{', '.join(BF16_PARAM_PRECISIONS)}), got {prec}; allowed: {allowed}")
         return self

@@ -2,11 +2,13 @@
 
     python benchmarks/bench_sweep.py [--points 10000 100000 1000000] [--jobs 1 2]
 
-Engine alone: one worker's chunk evaluated in this process (points decoded from their indices, grouped,
+Engine alone: one worker's chunks evaluated in this process (points decoded from their indices, grouped,
 split checks, engine, cost columns; `sweep_eval.evaluate_chunk`), and, for contrast, `estimate.record`
-point by point. End to end: the `llmsim sweep` command (expand from the spec, evaluate on ``jobs``
-processes, rank by Pareto front, write the CSV atomically) on a grid of llama3-8b splits, microbatch
-sizes, recompute modes and batch sizes, with its wall time and peak memory.
+point by point; for training (the grid below) and for inference (Llama 3 70B serving on 8 devices of 4
+accelerator generations, tp 1/2/4/8, every batch size from 1 up). End to end: the `llmsim sweep` command
+(expand from the spec, evaluate on ``jobs`` processes, rank by Pareto front, write the CSV atomically) on
+a grid of llama3-8b splits, microbatch sizes, recompute modes and batch sizes, with its wall time and
+peak memory.
 """
 
 from __future__ import annotations
@@ -39,22 +41,43 @@ objectives:
 
 POINTS_PER_STEP = 4 * 4 * 3 * 3  # tp x pp x microbatch x recompute
 
+INFERENCE_GRID = """\
+base:
+  model: llama3-70b
+  system: {{accelerator: h100-sxm, num_devices: 8, network: dgx-h100}}
+  parallel: {{tp: 8, pp: 1}}
+  workload: {{mode: inference, precision: fp8, batch_size: 1, input_len: 2048, output_len: 512}}
+zip:
+  system.accelerator: [a100-sxm-80gb, h100-sxm, h200-sxm, b200]
+  system.network: [dgx-a100, dgx-h100, dgx-h200, dgx-b200]
+  workload.precision: [bf16, fp8, fp8, fp4]
+grid:
+  parallel.tp: [1, 2, 4, 8]
+  workload.batch_size: {{from: 1, to: {top}, step: 1}}
+objectives:
+  - minimize: tpot_s
+  - minimize: cost_per_million_tokens_usd
+"""
 
-def _spec(tmp: str, n: int):
+
+def _spec(tmp: str, n: int, mode: str = "training"):
     from llmsim import sweep as sw
 
     path = Path(tmp) / "s.yaml"
-    path.write_text(GRID.format(top=1024 * max(1, n // POINTS_PER_STEP)))
+    if mode == "training":
+        path.write_text(GRID.format(top=1024 * max(1, n // POINTS_PER_STEP)))
+    else:
+        path.write_text(INFERENCE_GRID.format(top=max(1, n // 16)))  # 4 accelerators x 4 tp
     return sw.load_sweep(path)
 
 
-def engine_alone(n: int) -> float:
+def engine_alone(n: int, mode: str = "training") -> float:
     """What one worker does: the sweep's chunks evaluated one after the other in this process."""
     from llmsim.sweep import CHUNK, chunks
     from llmsim.sweep_eval import evaluate_chunk
 
     with tempfile.TemporaryDirectory() as tmp:
-        spec = _spec(tmp, n)
+        spec = _spec(tmp, n, mode)
         evaluate_chunk(spec, (), 0, 1)  # presets parsed once per worker
         t = time.perf_counter()
         for a, b in chunks(spec.size, CHUNK):
@@ -62,11 +85,14 @@ def engine_alone(n: int) -> float:
         return spec.size / (time.perf_counter() - t)
 
 
-def point_by_point(n: int) -> float:
+def point_by_point(n: int, mode: str = "training") -> float:
     from llmsim.estimate import load, record
     from llmsim.spec.presets import PresetRegistry
 
-    sc = load(None, PresetRegistry(), ["model=llama3-8b", "parallel.pp=1", "system.num_devices=64"])
+    flags = ["model=llama3-8b", "parallel.pp=1", "system.num_devices=64"] if mode == "training" else [
+        "model=llama3-70b", "system.num_devices=8", "parallel.tp=8", "parallel.pp=1", "workload.mode=inference",
+        "workload.precision=fp8", "workload.batch_size=64", "workload.input_len=2048", "workload.output_len=512"]
+    sc = load(None, PresetRegistry(), flags)
     t = time.perf_counter()
     for _ in range(n):
         record(sc)
@@ -92,9 +118,10 @@ def main() -> None:
     ap.add_argument("--points", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args()
-    print(f"point by point (estimate.record): {point_by_point(500):,.0f} training points/s (1 core)")
-    for n in args.points:
-        print(f"engine alone, {n:,} points: {engine_alone(n):,.0f} training points/s (1 core)")
+    for mode in ("training", "inference"):
+        print(f"point by point (estimate.record): {point_by_point(500, mode):,.0f} {mode} points/s (1 core)")
+        for n in args.points:
+            print(f"engine alone, {n:,} points: {engine_alone(n, mode):,.0f} {mode} points/s (1 core)")
     for n in args.points:
         for j in args.jobs:
             size, secs, mb = end_to_end(n, j)

@@ -41,22 +41,45 @@ def _item(v):
 
 def record(sc) -> dict:
     """Inputs and every output column of one design point, flat."""
-    p, w = sc.parallel, sc.workload
+    w = sc.workload
     if w.mode == "inference":
-        from llmsim.engine.inference import estimate_inference
+        from llmsim.engine.inference import inference_point
 
-        rec = {"model": sc.names["model"], "accelerator": sc.names["accelerator"], "network": sc.names["network"],
-               "num_devices": sc.num_devices, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
-               "mode": w.mode, "precision": w.precision, "kv_precision": w.kv_precision or w.precision,
-               "input_len": w.input_len, "output_len": w.output_len}
-        rec.update(estimate_inference(sc))
-        rec.update(_cost_columns(sc, rec["throughput_tokens_per_s"]))
-        return rec
+        sp, batch, isl, osl = inference_point(sc)
+        cols = inference_record(sc, sp, np.array([sc.num_devices]), batch, isl, osl)
+        return {k: _item(v[0]) for k, v in cols.items()}
     from llmsim.engine.split import resolve_split
 
     sp = resolve_split(sc)
     cols = training_record(sc, sp.as_column(), np.array([sc.num_devices]), np.array([w.global_batch_size]))
     return {k: _item(v[0]) for k, v in cols.items()}
+
+
+def inference_inputs(sc, n: dict, input_len, output_len, batch_size) -> dict:
+    """The input columns of inference rows whose split inputs are the arrays ``n`` (split.SPLIT_INPUTS;
+    dp may be missing: derived) serving ``batch_size`` (ints, or ``max``) x (``input_len`` +
+    ``output_len``) tokens."""
+    w = sc.workload
+    rows = len(n["tp"])
+    const = lambda v: np.full(rows, v, dtype=object)
+    return {"model": const(sc.names["model"]), "accelerator": const(sc.names["accelerator"]),
+            "network": const(sc.names["network"]), "num_devices": n["num_devices"], "tp": n["tp"],
+            "pp": n["pp"], "dp": n["dp"] if n.get("dp") is not None else const(None), "cp": n["cp"], "ep": n["ep"],
+            "mode": const(w.mode), "precision": const(w.precision), "kv_precision": const(w.kv_precision or w.precision),
+            "input_len": input_len, "output_len": output_len, "batch_size": batch_size}
+
+
+def inference_record(sc, split, num_devices, batch, input_len, output_len) -> dict:
+    """Input, engine and cost columns (arrays) of the valid inference splits ``split`` of ``sc``
+    (``batch``: resolved, at least 1)."""
+    from llmsim.engine.inference import inference_columns
+
+    inputs = {"num_devices": num_devices, "tp": split.tp, "pp": split.pp, "dp": split.dp, "cp": split.cp,
+              "ep": split.ep}
+    cols = inference_inputs(sc, inputs, input_len, output_len, batch)
+    cols.update(inference_columns(sc, split, batch, input_len, output_len, num_devices))
+    cols.update(_cost_columns(sc, cols["throughput_tokens_per_s"], num_devices))
+    return cols
 
 
 def training_inputs(sc, n: dict) -> dict:

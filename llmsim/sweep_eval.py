@@ -1,16 +1,17 @@
 """Evaluating one chunk of a sweep (a worker's index range) as columns.
 
 The points' axis values are decoded from their indices as arrays. Points are grouped by their
-categorical values (every zip row and every axis that is not a split count: accelerator, network,
-precision, recompute, ...); each group's scenario is validated once, and its training splits (device
-count, tp, pp, dp, cp, ep, microbatch, virtual stages, global batch) go through the engine as numpy
-columns (``estimate.training_record``, the function ``llmsim estimate`` uses for one point). Inference
-groups are evaluated point by point.
+categorical values (every zip row and every axis that is not a count: accelerator, network,
+precision, recompute, ...); each group's scenario is validated once, and its splits (device count, tp,
+pp, dp, cp, ep, microbatch, virtual stages, global batch; inference: batch size, input and output
+length) go through the engine as numpy columns (``estimate.training_record`` / ``inference_record``,
+the functions ``llmsim estimate`` uses for one point).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,8 @@ from llmsim.spec.yamlio import Document
 
 # dotted scenario path -> split input evaluated as a column
 VECTOR_PATHS = {("system", "num_devices"): "num_devices", ("workload", "global_batch_size"): "global_batch_size",
-                **{("parallel", k): k for k in ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages")}}
+                **{("parallel", k): k for k in ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages")},
+                **{("workload", k): k for k in ("batch_size", "input_len", "output_len")}}  # inference
 
 
 def _counts(values) -> bool:
@@ -95,36 +97,77 @@ def evaluate_chunk(spec, preset_dirs: tuple[str, ...], start: int, stop: int) ->
 
 
 def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataFrame:
-    """One group: fixed categorical overrides, split inputs varying as arrays."""
+    """One group: fixed categorical overrides, split inputs (and inference batch and lengths) varying as
+    arrays."""
     try:
         sc = ctx.scenario(fixed + [(p, 1) for p in varied_paths])  # the varied counts checked below
     except SpecError as err:
         return _failed(ctx, points, fixed, varied, err.message)
-    if sc.workload.mode != "training":
-        return _pointwise(ctx, points, fixed, varied, varied_paths)
     base = inputs_of(sc)
     n = {k: varied.get(k, np.full(len(points), base[k]) if base[k] is not None else None) for k in SPLIT_INPUTS}
     n = {k: v for k, v in n.items() if v is not None}
+    split, ok, reasons = _splits(sc, n, varied)
+    if sc.workload.mode == "training":
+        from llmsim.estimate import training_inputs, training_record
+
+        engine = lambda sub: training_record(sc, sub, n["num_devices"][ok], n["global_batch_size"][ok])
+        return _rows(ctx, points, ok, reasons, split, engine, lambda bad: training_inputs(
+            sc, {k: v[bad] for k, v in n.items()}))
+    from llmsim.engine.inference import no_batch_message, resolve_batches
+    from llmsim.estimate import inference_inputs, inference_record
+
+    w = sc.workload
+    isl = varied.get("input_len", np.full(len(points), w.input_len))
+    osl = varied.get("output_len", np.full(len(points), w.output_len))
+    asked = varied.get("batch_size", np.full(len(points), w.batch_size, dtype=object))
+    batch = asked[ok] if "batch_size" in varied else resolve_batches(sc, _subset(split, ok), isl[ok], osl[ok])
+    if (batch < 1).any():  # batch max: not one sequence fits
+        none = np.flatnonzero(ok)[batch < 1]
+        reasons[none] = [no_batch_message(sc, int(t)) for t in isl[none] + osl[none]]
+        batch, ok[none] = batch[batch >= 1], False
+    engine = lambda sub: inference_record(sc, sub, n["num_devices"][ok], batch, isl[ok], osl[ok])
+    return _rows(ctx, points, ok, reasons, split, engine, lambda bad: inference_inputs(
+        sc, {k: v[bad] for k, v in n.items()}, isl[bad], osl[bad], asked[bad]))
+
+
+def _splits(sc, n: dict, varied: dict) -> tuple[Split, np.ndarray, np.ndarray]:
+    """(split, mask of valid rows, first failing check's message per row) of the split inputs ``n``."""
     split, ok, why = split_arrays(sc, n)
     reasons = np.array([w[0] if w else None for w in why], dtype=object)
+    cp_rows = n["cp"] > 1
+    if sc.workload.mode == "inference" and "input_len" in varied and cp_rows.any():
+        # cp must divide each row's own prompt length: check those rows again with it
+        for length in np.unique(varied["input_len"][cp_rows]):
+            rows = cp_rows & (varied["input_len"] == length)
+            w = dataclasses.replace(sc.workload, input_len=int(length))
+            _, ok[rows], why = split_arrays(dataclasses.replace(sc, workload=w), {k: v[rows] for k, v in n.items()})
+            reasons[rows] = [x[0] if x else None for x in why]
     largest = sc.network.tiers[-1].size
     big = n["num_devices"] > largest
     reasons[big] = [f"num_devices ({d}) exceeds the largest tier of network '{sc.network.name}' ({largest} "
                     "devices)" for d in n["num_devices"][big]]
-    ok &= ~big
-    from llmsim.estimate import training_inputs, training_record
+    return split, ok & ~big, reasons
 
-    sub = Split(**{f: (np.asarray(getattr(split, f))[ok] if np.ndim(getattr(split, f)) else getattr(split, f))
-                   for f in Split.__dataclass_fields__})
-    cols = training_record(sc, sub, n["num_devices"][ok], n["global_batch_size"][ok])
-    good = np.full(int(ok.sum()), None, dtype=object)
-    good[~cols["fits_in_memory"]] = "does not fit in memory"
-    ctx.constrain(cols, good)
-    parts = [pd.DataFrame({"point": points[ok], **cols, "infeasible_reason": good})]
+
+def _subset(split: Split, rows) -> Split:
+    return Split(**{f: (np.asarray(getattr(split, f))[rows] if np.ndim(getattr(split, f)) else getattr(split, f))
+                    for f in Split.__dataclass_fields__})
+
+
+def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> pd.DataFrame:
+    """The group's frame: ``engine(valid splits)`` -> columns of the valid rows (reasons: does not fit,
+    constraints), with ``keep: all`` also the invalid rows' ``inputs(mask)`` and reasons."""
+    parts = []
+    if ok.any():
+        cols = engine(_subset(split, ok))
+        good = np.full(int(ok.sum()), None, dtype=object)
+        good[~cols["fits_in_memory"]] = "does not fit in memory"
+        ctx.constrain(cols, good)
+        parts.append(pd.DataFrame({"point": points[ok], **cols, "infeasible_reason": good}))
     if ctx.spec.keep == "all" and not ok.all():
-        bad = {k: v[~ok] for k, v in n.items()}
-        parts.append(pd.DataFrame({"point": points[~ok], **training_inputs(sc, bad),
-                                   "infeasible_reason": reasons[~ok]}))
+        parts.append(pd.DataFrame({"point": points[~ok], **inputs(~ok), "infeasible_reason": reasons[~ok]}))
+    if not parts:
+        return pd.DataFrame()
     out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     return out if ctx.spec.keep == "all" else out[out["infeasible_reason"].isna()]
 
@@ -136,28 +179,3 @@ def _failed(ctx, points, fixed, varied, message) -> pd.DataFrame:
     cols = {p[-1]: [v] * len(points) for p, v in fixed}
     cols.update({p[-1]: varied[k] for p, k in VECTOR_PATHS.items() if k in varied})
     return pd.DataFrame({"point": points, **cols, "infeasible_reason": message})
-
-
-def _pointwise(ctx, points, fixed, varied, varied_paths) -> pd.DataFrame:
-    """Inference groups: one scenario per point through ``estimate.record``."""
-    from llmsim.estimate import record
-
-    rows = []
-    for i, point in enumerate(points):
-        overrides = fixed + [(p, int(varied[VECTOR_PATHS[p]][i])) for p in varied_paths]
-        try:
-            rec = record(ctx.scenario(overrides))
-            reason = None if rec.get("fits_in_memory", True) else "does not fit in memory"
-        except SpecError as err:
-            rec, reason = {".".join(p): v for p, v in overrides}, err.message
-        rows.append({"point": int(point), **rec, "infeasible_reason": reason})
-    frame = pd.DataFrame(rows)
-    reasons = frame["infeasible_reason"].to_numpy(dtype=object).copy()
-    feasible = pd.isna(reasons)
-    if feasible.any():
-        sub = {c: frame[c].to_numpy()[feasible] for c in frame.columns}
-        sub_reasons = reasons[feasible].copy()
-        ctx.constrain(sub, sub_reasons)
-        reasons[feasible] = sub_reasons
-    frame["infeasible_reason"] = reasons
-    return frame if ctx.spec.keep == "all" else frame[frame["infeasible_reason"].isna()]

@@ -55,6 +55,21 @@ def test_moe_decode_reads_only_touched_experts():
     assert touched_experts(m, 10_000, 1, 1) == pytest.approx(64)
 
 
+def test_touched_experts_of_a_column_equal_each_points_to_the_bit():
+    # a sweep's column and `llmsim estimate`'s one point must agree bit for bit: (1 - k/E)^n by C pow
+    import numpy as np
+
+    from llmsim.values import Model, MoE
+
+    m = Model("moe", 2, 1024, 4096, 8, 8, 128, 1000, "swiglu", False, False,
+              moe=MoE(experts=256, top_k=8, shared_experts=1, expert_ffn_hidden=512, first_dense_layers=0,
+                      capacity_factor=None))
+    tokens = np.arange(1, 4097)
+    column = touched_experts(m, tokens, np.where(tokens % 2, 8, 32), 4)
+    assert [float(x) for x in column] == [256 / ep * (1 - (1 - 8 / 256) ** (int(t) * 4))
+                                          for t, ep in zip(tokens, np.where(tokens % 2, 8, 32), strict=True)]
+
+
 def test_max_batch_fits_and_one_more_does_not(registry):
     sc = _sc(registry, model="llama3-8b", acc="h100-sxm", net="dgx-h100", batch="max", isl=2048, osl=2048)
     out = estimate_inference(sc)

@@ -4,12 +4,15 @@ the results back to every row (a sweep's million rows have few distinct collecti
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
-from llmsim.engine.collectives import collective
+from llmsim.engine import calibration as cal
+from llmsim.engine.algorithms import INF, log2_steps
+from llmsim.engine.collectives import AUTO, Path, _flat, collective
 from llmsim.engine.topology import path_of
 from llmsim.values import Network
 
@@ -61,3 +64,128 @@ def on_distinct(fn: Callable[..., dict], *keys) -> dict:
     code, first = factorize(*keys)
     small = [np.broadcast_to(np.asarray(k), code.shape).ravel()[first] for k in keys]
     return {k: np.broadcast_to(np.asarray(v, dtype=float), first.shape)[code] for k, v in fn(*small).items()}
+
+
+def best_columns(op: str, sizes: np.ndarray, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``collectives._best`` for an array of sizes on one path (each > 0; path.ranks > 1): (times, names
+    "ALGORITHM/PROTOCOL"). Every candidate of the tuner is timed on all sizes at once (the flat
+    algorithms by ``collectives._flat`` itself, whose arithmetic takes arrays) and the fastest kept, the
+    first in AUTO / PROTOCOLS order on a tie as ``_best`` keeps it; the same float operations in the same
+    order, so each time equals the scalar ``collective`` to the bit (tests/test_inference_sweep.py)."""
+    times, names = [], []
+    for name in AUTO:
+        if name == "hierarchical":
+            times.append(_hierarchical_columns(op, sizes, path))
+            names.append(f"{name}/mixed")
+        elif name == "in-network-tree":
+            times.append(_in_network_tree_columns(op, sizes, path))
+            names.append(f"{name}/mixed")
+        else:
+            for proto, (lat_x, bw_x) in cal.PROTOCOLS.items():
+                times.append(_flat(name, op, sizes, path, lat_x, bw_x))  # inf (a number) where it does not apply
+                names.append(f"{name}/{proto}")
+    stack = np.empty((len(times), *sizes.shape))
+    for i, t in enumerate(times):
+        stack[i] = t
+    pick = np.argmin(stack, axis=0)
+    t = np.take_along_axis(stack, pick[None], axis=0)[0]
+    return t, np.where(np.isinf(t), "-/-", np.array(names, dtype=object)[pick])
+
+
+def _best_times(op: str, sizes: np.ndarray, path: Path) -> np.ndarray:
+    if path.ranks <= 1:
+        return np.zeros(sizes.shape)
+    return np.where(sizes > 0, best_columns(op, sizes, path)[0], 0.0)
+
+
+def _hierarchical_columns(op: str, S: np.ndarray, path: Path) -> np.ndarray:
+    """``collectives._hierarchical`` on an array of sizes."""
+    inner, outer = Path(path.levels[:1]), Path(path.levels[1:])
+    if not outer.levels:
+        return np.full(S.shape, INF)
+    k = inner.ranks
+    if op == "all_reduce":
+        return (_best_times("reduce_scatter", S, inner) + _best_times("all_reduce", S / k, outer)
+                + _best_times("all_gather", S, inner))
+    if op == "reduce_scatter":
+        return _best_times("reduce_scatter", S, inner) + _best_times("reduce_scatter", S / k, outer)
+    if op == "all_gather":
+        return _best_times("all_gather", S / k, outer) + _best_times("all_gather", S, inner)
+    if op == "broadcast":
+        return _best_times("broadcast", S, outer) + _best_times("broadcast", S, inner)
+    if op == "all_to_all":  # traffic to ranks in other domains crosses the outer levels once
+        n = path.ranks
+        return (_best_times("all_to_all", S * k / n, inner)
+                + _best_times("all_to_all", S * (n - k) / n, outer))
+    return np.full(S.shape, INF)
+
+
+def _in_network_tree_columns(op: str, S: np.ndarray, path: Path) -> np.ndarray:
+    """``collectives._in_network_tree`` on an array of sizes."""
+    inner, outer = path.levels[0], path.levels[1:]
+    if op != "all_reduce" or not outer or not inner.in_network_reduction:
+        return np.full(S.shape, INF)
+    m = math.prod(x.ranks for x in outer)
+    bw_out = min(x.bw_bytes_per_s for x in outer)
+    t_out = (1 if m == 2 else 2) * S / inner.ranks / bw_out
+    t_in = S / (inner.line_bw_bytes_per_s * cal.IN_NETWORK_EFFICIENCY)
+    hops = 2 * sum(log2_steps(x.ranks) * x.latency_s for x in outer)
+    return cal.IN_NETWORK_LATENCY_S + hops + np.maximum(t_in, t_out)
+
+
+def collective_columns(op: str, nbytes, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``collective(op, nbytes, path)`` for an array of sizes on one path: (times, names "OP
+    ALGORITHM/PROTOCOL on TIERS"; 0 and None where nothing is sent or the group has one rank)."""
+    S = np.asarray(nbytes, dtype=float)
+    times, names = np.zeros(S.shape), np.full(S.shape, None, dtype=object)
+    send = S > 0
+    if path.ranks <= 1 or not send.any():
+        return times, names
+    if op == "p2p":  # one message over the outermost level
+        lv = path.levels[-1]
+        times[send] = lv.latency_s + S[send] / lv.bw_bytes_per_s
+        names[send] = f"p2p send-recv/simple on {lv.tier}"
+        return times, names
+    t, algo = best_columns(op, S[send], path)
+    times[send] = t + cal.COLLECTIVE_BASE_LATENCY_S
+    names[send] = [f"{op} {a} on {path.tiers}" for a in algo]
+    return times, names
+
+
+def sized_collective_calls(net: Network, op: str, nbytes, ranks, stride, path_ranks=None):
+    """``collective_calls(..., named=True)`` with the sizes of each distinct (ranks, stride, path_ranks)
+    evaluated as one array (``collective_columns``): a sweep's rows share a few groups but have many
+    sizes."""
+    path_ranks = ranks if path_ranks is None else path_ranks
+    S, n, st, pn = np.broadcast_arrays(np.asarray(nbytes, dtype=float), ranks, stride, path_ranks)
+    times, names = np.zeros(S.shape), np.full(S.shape, None, dtype=object)
+    if not S.size:
+        return times, names
+    one = all(k.min() == k.max() for k in (n, st, pn))  # one group: no need to number the keys
+    code, first = (np.zeros(S.shape, dtype=np.int64), np.zeros(1, dtype=np.int64)) if one else factorize(n, st, pn)
+    for c, i in enumerate(first):
+        k = n.flat[i]
+        if k <= 1:
+            continue
+        rows = code == c
+        path = path_of(net, int(st.flat[i]), int(pn.flat[i])).resized(int(k))
+        times[rows], names[rows] = collective_columns(op, S[rows], path)
+    return times, names
+
+
+def on_flag(fn: Callable[..., dict], flag, *keys) -> dict:
+    """``fn(value, *key_arrays)`` -> dict of arrays, evaluated on the rows where ``flag`` is True (value
+    True) and on those where it is False apart, for code that takes one branch per call; merged in row
+    order."""
+    flag = np.asarray(flag, dtype=bool)
+    keys = tuple(np.asarray(k) for k in keys)
+    if flag.all() or not flag.any():
+        return fn(bool(flag.all() and flag.size), *keys)
+    out: dict = {}
+    for value in (True, False):
+        rows = flag == value
+        for name, col in fn(value, *(k[rows] for k in keys)).items():
+            if name not in out:
+                out[name] = np.zeros(flag.shape, dtype=np.result_type(col))
+            out[name][rows] = col
+    return out

@@ -10,46 +10,58 @@ training (compute.py) run forward only:
 Each tensor-parallel layer all-reduces twice (Megatron-LM, Shoeybi et al. 2019), expert-parallel MoE
 layers dispatch and combine with all-to-alls; collectives pay their small-message latency. A batch
 crosses the pipeline stages in turn (no microbatching across stages in inference).
+
+``inference_columns`` evaluates a column of design points at once (numpy arrays: a sweep's rows, whose
+split, batch and sequence lengths vary), the operators once per distinct (batch, lengths, tp, ep) and
+each group's collectives on all its message sizes at once; ``estimate_inference`` is its one-row case,
+so that ``llmsim estimate`` and ``llmsim sweep`` give the same bits.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.collectives import collective, collective_time
+from llmsim.engine.batch import on_distinct, on_flag, sized_collective_calls
 from llmsim.engine.compute import ACT_BYTES, Op, head_ops, layer_ops, op_time
 from llmsim.engine.params import local_params
 from llmsim.engine.split import Split, resolve_split
-from llmsim.engine.topology import group_path, neighbour_path
+from llmsim.engine.topology import strides
 from llmsim.spec.errors import SpecError
 from llmsim.values import PRECISION_BYTES, Model, Scenario
 
 DECODE_SAMPLES = 4  # decode steps evaluated (midpoints of equal slices of the output) for the mean TPOT
 
 
-def kv_bytes_per_token_layer(m: Model, tp: int, kv_precision: str) -> float:
+def kv_bytes_per_token_layer(m: Model, tp, kv_precision: str):
     """K and V of one token in one layer on one device: GQA/MQA heads split over tp (replicated when
     fewer than tp); MLA caches its compressed latent and RoPE key once (DeepSeek-V2, arXiv 2405.04434)."""
     kvb = PRECISION_BYTES[kv_precision]
     if m.mla is not None:
         return (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * kvb
-    return 2 * max(m.kv_heads / tp, 1) * m.head_dim * kvb
+    return 2 * np.maximum(m.kv_heads / tp, 1) * m.head_dim * kvb
 
 
-def touched_experts(m: Model, tokens: float, ep: int, pooled: int) -> float:
+def touched_experts(m: Model, tokens, ep, pooled):
     """Expected of a device's E/ep experts that receive at least one of the ``tokens`` x ``pooled``
     tokens routed to them: each token picks top_k of E experts, so an expert is missed by all n tokens
     with probability (1 - k/E)^n."""
     if m.moe is None:
         return 0.0
     e, k = m.moe.experts, m.moe.top_k
-    return e / ep * (1 - (1 - k / e) ** (tokens * pooled))
+    return e / ep * (1 - _power(1 - k / e, tokens * pooled))
 
 
-def _decode_attention(m: Model, b, ctx, tp: int, kv_precision: str, count: float) -> Op:
+def _power(base: float, exponent):
+    """``base ** exponent`` for each exponent by C ``pow``, as Python's ``**`` computes it: numpy's SIMD
+    power can differ in the last bit, and a point must give the same bits alone and in a sweep."""
+    exps = np.asarray(exponent)
+    uniq, inverse = np.unique(exps, return_inverse=True)
+    out = np.array([base ** x for x in uniq.tolist()], dtype=float)[inverse].reshape(exps.shape)
+    return out if exps.ndim else float(out)
+
+
+def _decode_attention(m: Model, b, ctx, tp, kv_precision: str, count: float) -> Op:
     """One new query per sequence against ``ctx`` cached keys and values (no causal halving)."""
     qk = m.head_dim + (m.mla.qk_rope_head_dim if m.mla else 0)
     v = m.mla.v_head_dim if m.mla else m.head_dim
@@ -59,146 +71,212 @@ def _decode_attention(m: Model, b, ctx, tp: int, kv_precision: str, count: float
     return Op("attention", "attention", flops, nbytes, ctx, 1.0, count, True)
 
 
-def _ops_time(ops: list[Op], sc: Scenario) -> float:
+def _op_terms(ops: list[Op], sc: Scenario) -> list:
     acc, prec, kern = sc.accelerator, sc.workload.precision, sc.parallel.attention_kernel
-    return sum((op_time(op, acc, prec, kernel=kern) + cal.KERNEL_OVERHEAD_S) * op.count for op in ops)
+    return [(op_time(op, acc, prec, kernel=kern) + cal.KERNEL_OVERHEAD_S) * op.count for op in ops]
 
 
 def phase_ops(sc: Scenario, sp: Split, b, s, ctx=None) -> tuple[list[Op], list[Op]]:
     """(dense-layer ops, MoE-layer ops) of one forward over ``b`` sequences of ``s`` new tokens; with
-    ``ctx`` it is a decode step (s = 1) against ``ctx`` cached tokens."""
-    m, p, w = sc.model, sc.parallel, sc.workload
+    ``ctx`` it is a decode step (s = 1) against ``ctx`` cached tokens (``sp``: one split)."""
+    return _phase_ops(sc, b, s, sp.tp, sp.ep, bool(sp.ep_in_tp), ctx)
+
+
+def _phase_ops(sc: Scenario, b, s, tp, ep, in_tp: bool, ctx=None) -> tuple[list[Op], list[Op]]:
+    m, w = sc.model, sc.workload
     kvp = w.kv_precision or w.precision
-    in_tp = sp.ep_in_tp
-    touched = touched_experts(m, b * s, p.ep, 1 if in_tp else p.ep) if ctx is not None else None
-    etp = p.tp // p.ep if in_tp else None
+    touched = touched_experts(m, b * s, ep, 1 if in_tp else ep) if ctx is not None else None
+    etp = tp // ep if in_tp else None
 
     def layer(moe: bool) -> list[Op]:
-        ops = layer_ops(m, b, s, p.tp, 1, False, w.precision, moe, p.ep, flash=True, touched_experts=touched,
+        ops = layer_ops(m, b, s, tp, 1, False, w.precision, moe, ep, flash=True, touched_experts=touched,
                         expert_tp=etp)
         if ctx is not None:
-            ops = [_decode_attention(m, b, ctx, p.tp, kvp, 1.0) if op.name == "attention" else op for op in ops]
+            ops = [_decode_attention(m, b, ctx, tp, kvp, 1.0) if op.name == "attention" else op for op in ops]
         return ops
 
     dense = layer(False)
     return dense, (layer(True) if m.moe else dense)
 
 
-def _forward_time(sc: Scenario, sp: Split, b, s, ctx=None) -> tuple[float, float]:
-    """(compute, communication) time of one forward of the fullest stage over the batch."""
-    m, p, stage_layers = sc.model, sc.parallel, sp.layers_per_stage
-    dense, moe = phase_ops(sc, sp, b, s, ctx)
+def _moe_fraction(m: Model) -> float:
     moe_layers = (m.layers - m.moe.first_dense_layers) if m.moe else 0
-    frac_moe = moe_layers / m.layers
-    layer_t = (1 - frac_moe) * _ops_time(dense, sc) + frac_moe * _ops_time(moe, sc)
-    # logits of the last token of each sequence only
-    compute = stage_layers * layer_t + _ops_time(head_ops(m, b, 1, p.tp, 1, sc.workload.precision), sc)
-    deg = sp.degrees
-    tok_bytes = b * s * m.hidden * ACT_BYTES
-    comm = 0.0
-    if p.tp > 1:  # attention output and MLP output all-reduces (no sequence parallelism in inference)
-        comm += stage_layers * 2 * collective_time("all_reduce", tok_bytes, p.tp,
-                                                   group_path(sc.network, p.order, deg, "tp"))
-    if m.moe and p.ep > 1 and not sp.ep_in_tp:  # dispatch and combine (Lepikhin et al. 2020, GShard)
-        a2a = tok_bytes * m.moe.top_k
-        comm += stage_layers * frac_moe * 2 * collective_time("all_to_all", a2a, p.ep,
-                                                               group_path(sc.network, p.order, deg, "ep"))
-    return compute, comm
+    return moe_layers / m.layers
 
 
-def memory_bytes(sc: Scenario, sp: Split, batch) -> dict:
+def decode_contexts(input_len, output_len) -> list:
+    """Contexts of the sampled decode steps: midpoints of DECODE_SAMPLES equal slices of the output."""
+    steps = np.maximum(output_len - 1, 1)
+    return [input_len + 1 + (j + 0.5) * steps / DECODE_SAMPLES for j in range(DECODE_SAMPLES)]
+
+
+def _layer_times(sc: Scenario, in_tp: bool, b, isl, osl, tp, ep) -> dict:
+    """Compute time of one layer (dense and MoE layers mixed by their share) in the prefill and in each
+    sampled decode step, and of the output layer (logits of the last token of each sequence only)."""
+    m, frac_moe = sc.model, _moe_fraction(sc.model)
+    kvp = sc.workload.kv_precision or sc.workload.precision
+
+    def mixed(dense_terms: list, moe_terms: list):
+        return (1 - frac_moe) * sum(dense_terms) + frac_moe * sum(moe_terms)
+
+    def phase_terms(s, ctx=None) -> tuple[list, list, list, list]:
+        dense, moe = _phase_ops(sc, b, s, tp, ep, in_tp, ctx)
+        t_dense = _op_terms(dense, sc)
+        return dense, moe, t_dense, (t_dense if moe is dense else _op_terms(moe, sc))
+
+    def with_attention(ops: list[Op], terms: list, att) -> list:
+        return [att if op.name == "attention" else t for op, t in zip(ops, terms, strict=True)]
+
+    _, _, t_dense, t_moe = phase_terms(isl)
+    out = {"prefill": mixed(t_dense, t_moe),
+           "head": sum(_op_terms(head_ops(m, b, 1, tp, 1, sc.workload.precision), sc))}
+    ctxs = decode_contexts(isl, osl)
+    dense, moe, t_dense, t_moe = phase_terms(1, ctxs[0])
+    for j, ctx in enumerate(ctxs):
+        if j:  # only attention depends on the context
+            att = _op_terms([_decode_attention(m, b, ctx, tp, kvp, 1.0)], sc)[0]
+            t_dense, t_moe = with_attention(dense, t_dense, att), with_attention(moe, t_moe, att)
+        out[f"decode{j}"] = mixed(t_dense, t_moe)
+    return out
+
+
+def memory_bytes(sc: Scenario, sp: Split, batch, input_len, output_len) -> dict:
     """Weights, KV cache, activation workspace and reserve of one device of the fullest stage."""
-    m, p, w, stage_layers = sc.model, sc.parallel, sc.workload, sp.layers_per_stage
-    dense, expert = local_params(m, stage_layers, p.pp, p.tp, 1 if sp.ep_in_tp else p.ep)
+    m, w, stage_layers = sc.model, sc.workload, sp.layers_per_stage
+    dense, expert = local_params(m, stage_layers, sp.pp, sp.tp, np.where(sp.ep_in_tp, 1, sp.ep))
     weights = (dense + expert) * PRECISION_BYTES[w.precision]
-    kv = batch * (w.input_len + w.output_len) * stage_layers * kv_bytes_per_token_layer(
-        m, p.tp, w.kv_precision or w.precision)
-    return {"weights": weights, "kv": kv, "activations": _workspace(sc, batch),
+    kv = batch * (input_len + output_len) * stage_layers * kv_bytes_per_token_layer(
+        m, sp.tp, w.kv_precision or w.precision)
+    return {"weights": weights, "kv": kv, "activations": _workspace(sc, sp.tp, batch, input_len),
             "reserved": cal.RUNTIME_RESERVED_BYTES}
 
 
-def _workspace_per_token(sc: Scenario) -> float:
+def _workspace_per_token(sc: Scenario, tp):
     # live tensors of one layer during prefill: input, residual, Q/K/V, MLP intermediate (16-bit)
-    m, tp = sc.model, sc.parallel.tp
+    m = sc.model
     f = max(m.ffn_hidden, (m.moe.expert_ffn_hidden * m.moe.top_k) if m.moe else 0)
     up = 2 if m.gated else 1
     return ACT_BYTES * (2 * m.hidden + (m.heads + 2 * m.kv_heads) * m.head_dim / tp + (up + 1) * f / tp)
 
 
-def _logits_bytes_per_seq(sc: Scenario) -> float:
-    return sc.model.vocab / sc.parallel.tp * 4.0  # fp32 logits of the last token
+def _logits_bytes_per_seq(sc: Scenario, tp):
+    return sc.model.vocab / tp * 4.0  # fp32 logits of the last token
 
 
-def _workspace(sc: Scenario, batch) -> float:
+def _workspace(sc: Scenario, tp, batch, input_len):
     """Prefill runs in chunks of at most PREFILL_CHUNK_TOKENS tokens; plus the logits of the batch."""
-    tokens = np.minimum(batch * sc.workload.input_len, cal.PREFILL_CHUNK_TOKENS)
-    return tokens * _workspace_per_token(sc) + batch * _logits_bytes_per_seq(sc)
+    tokens = np.minimum(batch * input_len, cal.PREFILL_CHUNK_TOKENS)
+    return tokens * _workspace_per_token(sc, tp) + batch * _logits_bytes_per_seq(sc, tp)
 
 
-def max_batch(sc: Scenario, sp: Split) -> int:
-    """Largest batch whose weights, KV cache, workspace and reserve fit in HBM (0 when none does).
-    Memory is piecewise linear in the batch: the workspace stops growing once prefill is chunked."""
-    free = sc.accelerator.hbm_bytes - sum(memory_bytes(sc, sp, 0).values())
-    per_seq = memory_bytes(sc, sp, 1)["kv"] + _logits_bytes_per_seq(sc)
-    act, isl, chunk = _workspace_per_token(sc), sc.workload.input_len, cal.PREFILL_CHUNK_TOKENS
-    saturated = math.floor((free - act * chunk) / per_seq)
-    if saturated * isl >= chunk:
-        return max(saturated, 0)
-    return max(math.floor(free / (per_seq + act * isl)), 0)
+def max_batches(sc: Scenario, sp: Split, input_len, output_len) -> np.ndarray:
+    """Largest batch whose weights, KV cache, workspace and reserve fit in HBM (0 when none does), per
+    row. Memory is piecewise linear in the batch: the workspace stops growing once prefill is chunked."""
+    free = sc.accelerator.hbm_bytes - sum(memory_bytes(sc, sp, 0, input_len, output_len).values())
+    per_seq = memory_bytes(sc, sp, 1, input_len, output_len)["kv"] + _logits_bytes_per_seq(sc, sp.tp)
+    act, chunk = _workspace_per_token(sc, sp.tp), cal.PREFILL_CHUNK_TOKENS
+    saturated = np.floor((free - act * chunk) / per_seq)
+    unchunked = np.floor(free / (per_seq + act * input_len))
+    return np.maximum(np.where(saturated * input_len >= chunk, saturated, unchunked), 0).astype(np.int64)
+
+
+def resolve_batches(sc: Scenario, sp: Split, input_len, output_len) -> np.ndarray:
+    """The workload's batch size for every row of ``sp``, ``max`` resolved to the largest that fits."""
+    b = sc.workload.batch_size
+    if b == "max":
+        return max_batches(sc, sp, input_len, output_len)
+    return np.full(np.shape(sp.tp), int(b or 1))
 
 
 def resolve_batch(sc: Scenario, sp: Split) -> int:
-    """The workload's batch size, ``max`` resolved to the largest that fits."""
-    b = sc.workload.batch_size
-    return max_batch(sc, sp) if b == "max" else int(b or 1)
+    """``resolve_batches`` of the one split ``sp`` at the workload's lengths."""
+    w = sc.workload
+    return int(resolve_batches(sc, sp.as_column(), np.array([w.input_len]), np.array([w.output_len]))[0])
+
+
+def no_batch_message(sc: Scenario, tokens: int) -> str:
+    """Why a ``max`` batch is 0: not one sequence of ``tokens`` tokens fits."""
+    return (f"batch_size max: not even one sequence of {tokens} tokens fits next to the weights on "
+            f"{sc.accelerator.name}")
+
+
+def inference_point(sc: Scenario) -> tuple[Split, np.ndarray, np.ndarray, np.ndarray]:
+    """(split, batch, input_len, output_len) of one design point as columns of one row, or the SpecError
+    (exit 2) of a split no framework runs or a ``max`` batch of which not one sequence fits."""
+    w = sc.workload
+    if w.input_len is None or w.output_len is None:
+        raise SpecError("inference needs workload.input_len and workload.output_len (tokens)", path="workload")
+    sp = resolve_split(sc).as_column()
+    isl, osl = np.array([w.input_len]), np.array([w.output_len])
+    batch = resolve_batches(sc, sp, isl, osl)
+    if batch[0] < 1:
+        raise SpecError(no_batch_message(sc, w.input_len + w.output_len), path="workload.batch_size")
+    return sp, batch, isl, osl
 
 
 def estimate_inference(sc: Scenario) -> dict:
     """All inference output columns of one design point (contract in DESIGN.md)."""
-    w, p, net = sc.workload, sc.parallel, sc.network
-    if w.input_len is None or w.output_len is None:
-        raise SpecError("inference needs workload.input_len and workload.output_len (tokens)", path="workload")
-    sp = resolve_split(sc)
-    stage_layers = sp.layers_per_stage
-    batch = resolve_batch(sc, sp)
-    if batch < 1:
-        raise SpecError(f"batch_size max: not even one sequence of {w.input_len + w.output_len} tokens fits "
-                        f"next to the weights on {sc.accelerator.name}", path="workload.batch_size")
-    isl, osl = w.input_len, w.output_len
-    hop = neighbour_path(net, p.order, sp.degrees, "pp")
+    sp, batch, isl, osl = inference_point(sc)
+    cols = inference_columns(sc, sp, batch, isl, osl, np.array([sc.num_devices]))
+    return {k: v[0].item() if isinstance(v[0], np.generic) else v[0] for k, v in cols.items()}
 
-    def pp_hops(tokens) -> float:  # the batch's activations cross pp - 1 stage boundaries
-        nbytes = tokens * sc.model.hidden * ACT_BYTES / p.tp  # each tp rank sends its slice
-        return (p.pp - 1) * collective_time("p2p", nbytes, 2, hop) if p.pp > 1 else 0.0
+
+def inference_columns(sc: Scenario, sp: Split, batch, input_len, output_len, num_devices) -> dict:
+    """Output columns (arrays) of the valid splits ``sp`` (array fields) of ``sc`` serving ``batch``
+    sequences (``max`` resolved: ``resolve_batches``) of ``input_len`` + ``output_len`` tokens on
+    ``num_devices`` devices; the scenario's own degrees, batch, lengths and device count are ignored."""
+    m, p, net = sc.model, sc.parallel, sc.network
+    tp, pp, stage_layers, isl, osl = sp.tp, sp.pp, sp.layers_per_stage, input_len, output_len
+    layers = lambda flag, *k: on_flag(lambda f, *r: _layer_times(sc, f, *r), flag, *k)
+    keys = (sp.ep_in_tp, batch, isl, osl, tp, sp.ep)
+    c = on_distinct(layers, *keys) if np.size(tp) > 1 else layers(*keys)
+    deg = sp.degrees
+    st = strides(p.order, deg)
+    frac_moe = _moe_fraction(m)
+
+    def comm(tokens):  # (communication time of one forward of the fullest stage, TP all-reduce names)
+        tok_bytes = tokens * m.hidden * ACT_BYTES
+        # attention output and MLP output all-reduces (no sequence parallelism in inference)
+        t_ar, names = sized_collective_calls(net, "all_reduce", tok_bytes, tp, st["tp"])
+        out = 0.0 + stage_layers * 2 * t_ar
+        if m.moe:  # dispatch and combine (Lepikhin et al. 2020, GShard); none when ep is inside tp
+            t_a2a, _ = sized_collective_calls(net, "all_to_all", tok_bytes * m.moe.top_k, deg["ep"], st["ep"])
+            out = out + stage_layers * frac_moe * 2 * t_a2a
+        return out, names
+
+    hop = np.where(pp > 1, 2, 1)
+
+    def pp_hops(tokens):  # the batch's activations cross pp - 1 stage boundaries
+        nbytes = tokens * m.hidden * ACT_BYTES / tp  # each tp rank sends its slice
+        return (pp - 1) * sized_collective_calls(net, "p2p", nbytes, hop, st["pp"])[0]
 
     # prefill: every stage in turn over the whole prompt
-    pre_c, pre_n = _forward_time(sc, sp, batch, isl)
+    pre_c = stage_layers * c["prefill"] + c["head"]
+    pre_n, _ = comm(batch * isl)
     prefill_hops = pp_hops(batch * isl)
-    ttft = p.pp * (pre_c + pre_n) + prefill_hops
-    # decode: mean step time over the output's contexts
-    steps = max(osl - 1, 1)
-    ctxs = [isl + 1 + (j + 0.5) * steps / DECODE_SAMPLES for j in range(DECODE_SAMPLES)]
-    dec = [_forward_time(sc, sp, batch, 1, ctx=c) for c in ctxs]
-    dec_c = sum(c for c, _ in dec) / len(dec)
+    ttft = pp * (pre_c + pre_n) + prefill_hops
+    # decode: mean step time over the output's contexts (the communication is the same at each)
+    dec_comm, tp_names = comm(batch)
+    dec = [(stage_layers * c[f"decode{j}"] + c["head"], dec_comm) for j in range(DECODE_SAMPLES)]
+    dec_c = sum(x for x, _ in dec) / len(dec)
     dec_n = sum(n for _, n in dec) / len(dec)
-    tpot = p.pp * (dec_c + dec_n) + pp_hops(batch)
+    decode_hops = pp_hops(batch)
+    tpot = pp * (dec_c + dec_n) + decode_hops
     e2e = ttft + (osl - 1) * tpot
-    mem = memory_bytes(sc, sp, batch)
+    mem = memory_bytes(sc, sp, batch, isl, osl)
     total = sum(mem.values())
     tokens_out = sp.dp * batch * osl
-    tp_path = group_path(net, p.order, sp.degrees, "tp")
-    tp_coll = collective("all_reduce", batch * sc.model.hidden * ACT_BYTES, tp_path) if p.tp > 1 else None
+    full = lambda x: np.broadcast_to(x, np.shape(tp))
     return {
         "dp": sp.dp, "batch_size": batch, "layers_per_stage": stage_layers,
         "ttft_s": ttft, "tpot_s": tpot, "e2e_latency_s": e2e,
         "throughput_tokens_per_s": tokens_out / e2e,
-        "throughput_tokens_per_s_per_device": tokens_out / e2e / sc.num_devices,
-        "prefill_compute_time_s": p.pp * pre_c, "prefill_comm_time_s": p.pp * pre_n + prefill_hops,
-        "decode_compute_time_s": p.pp * dec_c, "decode_comm_time_s": p.pp * dec_n + pp_hops(batch),
-        "tp_collective": (f"all_reduce {tp_coll.algorithm}/{tp_coll.protocol} on {tp_coll.tiers}"
-                          if tp_coll else None),
+        "throughput_tokens_per_s_per_device": tokens_out / e2e / num_devices,
+        "prefill_compute_time_s": pp * pre_c, "prefill_comm_time_s": pp * pre_n + prefill_hops,
+        "decode_compute_time_s": pp * dec_c, "decode_comm_time_s": pp * dec_n + decode_hops,
+        "tp_collective": tp_names,
         "weights_gb": mem["weights"] / 1e9, "kv_cache_gb": mem["kv"] / 1e9,
-        "activations_gb": mem["activations"] / 1e9, "reserved_gb": mem["reserved"] / 1e9,
+        "activations_gb": mem["activations"] / 1e9, "reserved_gb": full(mem["reserved"] / 1e9),
         "memory_per_device_gb": total / 1e9,
-        "fits_in_memory": bool(total <= sc.accelerator.hbm_bytes),
+        "fits_in_memory": total <= sc.accelerator.hbm_bytes,
     }

@@ -104,8 +104,9 @@ def print_estimate(rec: dict) -> None:
         ("model FLOPs per step", f"{fmt_number(rec['model_flops_per_step'])} FLOP")]))
 
     console.print(_breakdown("Step time breakdown", "time (s)", TIME_ROWS, rec, rec["step_time_s"], skip_zero=True))
-    console.print(_breakdown("Memory per device (busiest stage)", "GB", MEMORY_ROWS, rec,
-                             rec["memory_per_device_gb"], skip_zero=False))
+    stage = {"first": "first pipeline stage", "last": "last pipeline stage"}.get(rec.get("memory_stage"), "busiest stage")
+    console.print(_breakdown(f"Memory per device ({stage if rec['pp'] > 1 else 'one stage'})", "GB", MEMORY_ROWS,
+                             rec, rec["memory_per_device_gb"], skip_zero=False))
     console.print(_cost_table(rec))
     coll = Table(title="Collectives (main operation of each parallel dimension)", title_justify="left")
     coll.add_column("dimension")

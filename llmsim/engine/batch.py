@@ -4,15 +4,13 @@ the results back to every row (a sweep's million rows have few distinct collecti
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.algorithms import INF, log2_steps
-from llmsim.engine.collectives import AUTO, Path, _flat, collective
+from llmsim.engine.collectives import AUTO, Path, _flat, _hierarchical, _in_network_tree, collective
 from llmsim.engine.topology import path_of
 from llmsim.values import Network
 
@@ -74,11 +72,11 @@ def best_columns(op: str, sizes: np.ndarray, path: Path) -> tuple[np.ndarray, np
     order, so each time equals the scalar ``collective`` to the bit (tests/test_inference_sweep.py)."""
     times, names = [], []
     for name in AUTO:
-        if name == "hierarchical":
-            times.append(_hierarchical_columns(op, sizes, path))
+        if name == "hierarchical":  # the scalar tuner's own formulas, timing its sub-collectives on arrays
+            times.append(_hierarchical(op, sizes, path, _best_times))
             names.append(f"{name}/mixed")
         elif name == "in-network-tree":
-            times.append(_in_network_tree_columns(op, sizes, path))
+            times.append(_in_network_tree(op, sizes, path))
             names.append(f"{name}/mixed")
         else:
             for proto, (lat_x, bw_x) in cal.PROTOCOLS.items():
@@ -96,41 +94,6 @@ def _best_times(op: str, sizes: np.ndarray, path: Path) -> np.ndarray:
     if path.ranks <= 1:
         return np.zeros(sizes.shape)
     return np.where(sizes > 0, best_columns(op, sizes, path)[0], 0.0)
-
-
-def _hierarchical_columns(op: str, S: np.ndarray, path: Path) -> np.ndarray:
-    """``collectives._hierarchical`` on an array of sizes."""
-    inner, outer = Path(path.levels[:1]), Path(path.levels[1:])
-    if not outer.levels:
-        return np.full(S.shape, INF)
-    k = inner.ranks
-    if op == "all_reduce":
-        return (_best_times("reduce_scatter", S, inner) + _best_times("all_reduce", S / k, outer)
-                + _best_times("all_gather", S, inner))
-    if op == "reduce_scatter":
-        return _best_times("reduce_scatter", S, inner) + _best_times("reduce_scatter", S / k, outer)
-    if op == "all_gather":
-        return _best_times("all_gather", S / k, outer) + _best_times("all_gather", S, inner)
-    if op == "broadcast":
-        return _best_times("broadcast", S, outer) + _best_times("broadcast", S, inner)
-    if op == "all_to_all":  # traffic to ranks in other domains crosses the outer levels once
-        n = path.ranks
-        return (_best_times("all_to_all", S * k / n, inner)
-                + _best_times("all_to_all", S * (n - k) / n, outer))
-    return np.full(S.shape, INF)
-
-
-def _in_network_tree_columns(op: str, S: np.ndarray, path: Path) -> np.ndarray:
-    """``collectives._in_network_tree`` on an array of sizes."""
-    inner, outer = path.levels[0], path.levels[1:]
-    if op != "all_reduce" or not outer or not inner.in_network_reduction:
-        return np.full(S.shape, INF)
-    m = math.prod(x.ranks for x in outer)
-    bw_out = min(x.bw_bytes_per_s for x in outer)
-    t_out = (1 if m == 2 else 2) * S / inner.ranks / bw_out
-    t_in = S / (inner.line_bw_bytes_per_s * cal.IN_NETWORK_EFFICIENCY)
-    hops = 2 * sum(log2_steps(x.ranks) * x.latency_s for x in outer)
-    return cal.IN_NETWORK_LATENCY_S + hops + np.maximum(t_in, t_out)
 
 
 def collective_columns(op: str, nbytes, path: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from llmsim.engine import algorithms as alg
 from llmsim.engine import calibration as cal
 
@@ -120,29 +122,32 @@ def _flat(name: str, op: str, S: float, path: Path, lat_x: float, bw_x: float) -
     return fn(op, S, n, bw * bw_x, lat * lat_x)
 
 
-def _hierarchical(op: str, S: float, path: Path) -> float:
-    """Reduce-scatter / all-gather inside the innermost level, the collective across the rest on S/k."""
+def _best_time(op: str, S: float, path: Path) -> float:
+    return _best(op, S, path).time_s
+
+
+def _hierarchical(op: str, S, path: Path, best=_best_time):
+    """Reduce-scatter / all-gather inside the innermost level, the collective across the rest on S/k.
+    ``S`` may be an array when ``best`` times arrays (engine/batch.py)."""
     inner, outer = Path(path.levels[:1]), Path(path.levels[1:])
     if not outer.levels:
         return alg.INF
     k = inner.ranks
     if op == "all_reduce":
-        return (_best("reduce_scatter", S, inner).time_s + _best("all_reduce", S / k, outer).time_s
-                + _best("all_gather", S, inner).time_s)
+        return best("reduce_scatter", S, inner) + best("all_reduce", S / k, outer) + best("all_gather", S, inner)
     if op == "reduce_scatter":
-        return _best("reduce_scatter", S, inner).time_s + _best("reduce_scatter", S / k, outer).time_s
+        return best("reduce_scatter", S, inner) + best("reduce_scatter", S / k, outer)
     if op == "all_gather":
-        return _best("all_gather", S / k, outer).time_s + _best("all_gather", S, inner).time_s
+        return best("all_gather", S / k, outer) + best("all_gather", S, inner)
     if op == "broadcast":
-        return _best("broadcast", S, outer).time_s + _best("broadcast", S, inner).time_s
+        return best("broadcast", S, outer) + best("broadcast", S, inner)
     if op == "all_to_all":  # traffic to ranks in other domains crosses the outer levels once
         n = path.ranks
-        return (_best("all_to_all", S * k / n, inner).time_s
-                + _best("all_to_all", S * (n - k) / n, outer).time_s)
+        return best("all_to_all", S * k / n, inner) + best("all_to_all", S * (n - k) / n, outer)
     return alg.INF
 
 
-def _in_network_tree(op: str, S: float, path: Path) -> float:
+def _in_network_tree(op: str, S, path: Path):
     """NCCL's NVLSTree all-reduce: in-network reduction inside the scale-up domain, pipelined chunk by chunk
     with a double binary tree across domains, each of the k ranks of a domain carrying S/k over its own
     NIC; the slower stage sets the pace. A tree moves 2 S/k per rank each way (NCCL tuning.cc: tree algbw
@@ -155,7 +160,7 @@ def _in_network_tree(op: str, S: float, path: Path) -> float:
     t_out = (1 if m == 2 else 2) * S / inner.ranks / bw_out
     t_in = S / (inner.line_bw_bytes_per_s * cal.IN_NETWORK_EFFICIENCY)
     hops = 2 * sum(alg.log2_steps(x.ranks) * x.latency_s for x in outer)
-    return cal.IN_NETWORK_LATENCY_S + hops + max(t_in, t_out)
+    return cal.IN_NETWORK_LATENCY_S + hops + np.maximum(t_in, t_out)  # S: a number or an array
 
 
 def _best(op: str, S: float, path: Path, algorithm: str | None = None) -> Result:

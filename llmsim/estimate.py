@@ -35,24 +35,33 @@ def load(path: str | Path | None, registry: PresetRegistry, overrides: list[str]
     return scenario_values(spec)
 
 
-def _item(v):
-    return v.item() if isinstance(v, np.generic) else v
-
-
 def record(sc) -> dict:
     """Inputs and every output column of one design point, flat."""
+    from llmsim.engine.batch import first_row
+
     w = sc.workload
     if w.mode == "inference":
         from llmsim.engine.inference import inference_point
 
         sp, batch, isl, osl = inference_point(sc)
         cols = inference_record(sc, sp, np.array([sc.num_devices]), batch, isl, osl)
-        return {k: _item(v[0]) for k, v in cols.items()}
+        return first_row(cols)
     from llmsim.engine.split import resolve_split
 
     sp = resolve_split(sc)
     cols = training_record(sc, sp.as_column(), np.array([sc.num_devices]), np.array([w.global_batch_size]))
-    return {k: _item(v[0]) for k, v in cols.items()}
+    return first_row(cols)
+
+
+def _const(rows: int):
+    return lambda v: np.full(rows, v, dtype=object)
+
+
+def _system_inputs(sc, n: dict, const) -> dict:
+    """Model, hardware and split input columns shared by training and inference rows."""
+    return {"model": const(sc.names["model"]), "accelerator": const(sc.names["accelerator"]),
+            "network": const(sc.names["network"]), "num_devices": n["num_devices"], "tp": n["tp"],
+            "pp": n["pp"], "dp": n["dp"] if n.get("dp") is not None else const(None), "cp": n["cp"], "ep": n["ep"]}
 
 
 def inference_inputs(sc, n: dict, input_len, output_len, batch_size) -> dict:
@@ -60,12 +69,8 @@ def inference_inputs(sc, n: dict, input_len, output_len, batch_size) -> dict:
     dp may be missing: derived) serving ``batch_size`` (ints, or ``max``) x (``input_len`` +
     ``output_len``) tokens."""
     w = sc.workload
-    rows = len(n["tp"])
-    const = lambda v: np.full(rows, v, dtype=object)
-    return {"model": const(sc.names["model"]), "accelerator": const(sc.names["accelerator"]),
-            "network": const(sc.names["network"]), "num_devices": n["num_devices"], "tp": n["tp"],
-            "pp": n["pp"], "dp": n["dp"] if n.get("dp") is not None else const(None), "cp": n["cp"], "ep": n["ep"],
-            "mode": const(w.mode), "precision": const(w.precision), "kv_precision": const(w.kv_precision or w.precision),
+    const = _const(len(n["tp"]))
+    return {**_system_inputs(sc, n, const), "mode": const(w.mode), "precision": const(w.precision), "kv_precision": const(w.kv_precision or w.precision),
             "input_len": input_len, "output_len": output_len, "batch_size": batch_size}
 
 
@@ -86,12 +91,8 @@ def training_inputs(sc, n: dict) -> dict:
     """The input columns of training rows whose split inputs are the arrays ``n`` (split.SPLIT_INPUTS;
     dp may be missing: derived)."""
     p, w = sc.parallel, sc.workload
-    rows = len(n["tp"])
-    const = lambda v: np.full(rows, v, dtype=object)
-    return {"model": const(sc.names["model"]), "accelerator": const(sc.names["accelerator"]),
-            "network": const(sc.names["network"]), "num_devices": n["num_devices"], "tp": n["tp"],
-            "pp": n["pp"], "dp": n["dp"] if n.get("dp") is not None else const(None), "cp": n["cp"], "ep": n["ep"],
-            "microbatch_size": n["microbatch_size"], "virtual_stages": n["virtual_stages"],
+    const = _const(len(n["tp"]))
+    return {**_system_inputs(sc, n, const), "microbatch_size": n["microbatch_size"], "virtual_stages": n["virtual_stages"],
             "sequence_parallel": const(p.sequence_parallel), "recompute": const(p.recompute),
             "zero_stage": const(p.zero_stage), "mode": const(w.mode), "precision": const(w.precision),
             "seq_len": const(w.seq_len), "global_batch_size": n["global_batch_size"]}

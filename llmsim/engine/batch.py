@@ -56,6 +56,11 @@ def collective_calls(net: Network, op: str, nbytes, ranks, stride, path_ranks=No
     return per_key(one, nbytes, ranks, stride, path_ranks)
 
 
+def first_row(cols: dict) -> dict:
+    """Row 0 of a dict of column arrays as plain Python values (a one-point estimate)."""
+    return {k: v[0].item() if isinstance(v[0], np.generic) else v[0] for k, v in cols.items()}
+
+
 def on_distinct(fn: Callable[..., dict], *keys) -> dict:
     """``fn(*key_arrays)`` -> dict of arrays, evaluated on the distinct rows of ``keys`` only (numpy
     arrays of those rows) and broadcast back to every row."""

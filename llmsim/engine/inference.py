@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.batch import on_distinct, on_flag, sized_collective_calls
+from llmsim.engine.batch import first_row, on_distinct, on_flag, sized_collective_calls
 from llmsim.engine.compute import ACT_BYTES, Op, head_ops, layer_ops, op_time
 from llmsim.engine.params import local_params
 from llmsim.engine.split import Split, resolve_split
@@ -218,7 +218,7 @@ def estimate_inference(sc: Scenario) -> dict:
     """All inference output columns of one design point (contract in DESIGN.md)."""
     sp, batch, isl, osl = inference_point(sc)
     cols = inference_columns(sc, sp, batch, isl, osl, np.array([sc.num_devices]))
-    return {k: v[0].item() if isinstance(v[0], np.generic) else v[0] for k, v in cols.items()}
+    return first_row(cols)
 
 
 def inference_columns(sc: Scenario, sp: Split, batch, input_len, output_len, num_devices) -> dict:

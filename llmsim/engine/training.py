@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.batch import collective_calls, collective_times, on_distinct, per_key
+from llmsim.engine.batch import collective_calls, collective_times, first_row, on_distinct, per_key
 from llmsim.engine.compute import ACT_BYTES, Op, embedding_ops, head_ops, layer_ops, op_time
 from llmsim.engine.memory import (
     MAIN_GRAD_BYTES,
@@ -103,7 +103,7 @@ def estimate_training(sc: Scenario) -> dict:
     """All output columns of one training design point (contract in DESIGN.md)."""
     sp = resolve_split(sc)
     cols = training_columns(sc, sp.as_column(), np.array([sc.num_devices]), np.array([sc.workload.global_batch_size]))
-    return {k: v[0].item() if isinstance(v[0], np.generic) else v[0] for k, v in cols.items()}
+    return first_row(cols)
 
 
 def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) -> dict:

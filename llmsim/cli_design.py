@@ -61,14 +61,19 @@ def sweep_cmd(
             raise SpecError(f"-o {output}: .parquet needs pyarrow: pip install pyarrow") from None
     if backend not in ("local", "dask"):
         raise SpecError(f"--backend: unknown {backend!r}; allowed: local, dask")
+    if output is not None and not output.resolve().parent.is_dir():
+        raise SpecError(f"-o {output}: directory {output.resolve().parent} does not exist")
     dirs = preset_dirs(ctx)
     fmt = output.suffix[1:] if output is not None else "csv"
     remote = backend == "dask"
     if remote:
         from llmsim.dask_backend import on_dask
     # rows wait in part files beside the output (or in TMPDIR for stdout) until they are ranked and merged
-    with tempfile.TemporaryDirectory(prefix=".llmsim-sweep-", dir=output.parent if output else None) as tmp, \
-            _progress(not quiet and sys.stderr.isatty()) as bar:
+    try:
+        parts_dir = tempfile.TemporaryDirectory(prefix=".llmsim-sweep-", dir=output.parent if output else None)
+    except OSError as err:
+        raise SpecError(f"-o {output or '-'}: cannot create a working directory for the sweep ({err.strerror})") from None
+    with parts_dir as tmp, _progress(not quiet and sys.stderr.isatty()) as bar:
         with on_dask(scheduler) if remote else nullcontext():
             parts = ss.evaluate(sp, dirs, tmp, jobs, pareto_only, bar("evaluating", len(sw.chunks(n, sw.CHUNK))),
                                 remote)

@@ -134,6 +134,8 @@ def test_sweep_cli_writes_atomically_and_ranks(spec_file, tmp_path):
     rows = json.loads(out.read_text())
     assert len(rows) == 3 and rows[0]["pareto_rank"] == 0
     assert not list(tmp_path.glob(".r.json.*"))  # no temp file left behind
+    r = run_cli("sweep", str(spec_file), "-o", str(tmp_path / "missing" / "r.csv"))
+    assert r.returncode == 2 and "does not exist" in r.stderr and "Traceback" not in r.stderr
     r = run_cli("sweep", str(spec_file), "--pareto-only")
     assert r.returncode == 0 and r.stdout.splitlines()[0].startswith("model,accelerator,")
 

@@ -283,7 +283,9 @@ def breakdown_figure(labels: list[str], time_parts: dict, time_label: str, memor
     ``capacity_gb``: the device's HBM per row (None where unknown), drawn as a red tick.
     """
     n = len(labels)
-    fig = _figure(13.0, max(3.2, 0.38 * n + 2.6))
+    # the row labels take the figure's left margin: widen it for labels past ~40 characters
+    extra_in = 0.085 * max(0, max((len(x) for x in labels), default=0) - 40)
+    fig = _figure(13.0 + extra_in, max(3.2, 0.38 * n + 2.6))
     ax_t, ax_m = fig.subplots(1, 2, sharey=True, width_ratios=[3, 2])
     pos = np.arange(n)
     _stack(ax_t, pos, time_parts)
@@ -300,9 +302,9 @@ def breakdown_figure(labels: list[str], time_parts: dict, time_label: str, memor
     ax_t.invert_yaxis()
     ax_t.set_xlabel(time_label)
     ax_m.set_xlabel("memory per device (GB)")
-    for ax in (ax_t, ax_m):
+    for ax, ncol in ((ax_t, 3), (ax_m, 2)):  # the memory panel is narrower: two columns fit inside it
         ax.grid(True, axis="x", alpha=0.3)
-        ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=3, fontsize=8.5, frameon=False,
+        ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=ncol, fontsize=8.5, frameon=False,
                   borderaxespad=0.0)
     if title:
         fig.suptitle(title)

@@ -4,8 +4,9 @@ Spec (DESIGN.md): ``base`` (a scenario mapping, or the path of a scenario file),
 list, range ``{from, to, mul}`` / ``{from, to, step}``, or ``auto`` for a parallel degree), ``zip``
 (dotted path -> lists of equal length, varied together), ``constraints`` (expressions over output
 columns), ``objectives`` (``- maximize: col`` / ``- minimize: col``), ``keep: feasible | all``,
-``compare: COLUMN`` (adds ``COLUMN_vs_previous`` and ``COLUMN_vs_first``, ratios in point order: a
-one-factor-at-a-time study prints each factor and the cumulative product).
+``compare: COLUMN`` (adds ``COLUMN_vs_previous`` and ``COLUMN_vs_first``, ratios in point order, and
+``COLUMN_share``, each factor's share of the total log-ratio: a one-factor-at-a-time study prints each
+factor, the cumulative product and how much of the whole each factor accounts for).
 Point i of the sweep is decoded from its index (mixed radix over the axes), so each worker expands its
 own index range from the spec: no rows are pickled.
 """
@@ -220,8 +221,10 @@ def rank(rows, objectives: tuple[tuple[str, bool], ...]):
 
 
 def ratios(value, ok):
-    """(vs_previous, vs_first): each feasible value over the previous and the first feasible one (values
-    in point order; NaN where not ``ok`` and, for vs_first, at the first feasible value itself)."""
+    """(vs_previous, vs_first, share): each feasible value over the previous and the first feasible one
+    (values in point order; NaN where not ``ok`` and, for vs_first, at the first feasible value itself),
+    and each factor's share of the whole: log(vs_previous) / log(last vs_first), so the shares sum to 1
+    (a factor multiplies, so its share of a product is its share of the log)."""
     import numpy as np
     import pandas as pd
 
@@ -231,16 +234,21 @@ def ratios(value, ok):
     vs_first = (value / ref).to_numpy(copy=True)
     if len(first):
         vs_first[first[0]] = np.nan
-    return (value / value.ffill().shift()).to_numpy(), vs_first
+    vs_previous = (value / value.ffill().shift()).to_numpy()
+    total = vs_first[first[-1]] if len(first) > 1 else np.nan
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.log(vs_previous) / np.log(total) if total > 0 and total != 1 else np.full(len(value), np.nan)
+    return vs_previous, vs_first, share
 
 
 def compare_columns(col: str) -> list[str]:
-    return [f"{col}_vs_previous", f"{col}_vs_first"]
+    return [f"{col}_vs_previous", f"{col}_vs_first", f"{col}_share"]
 
 
 def compare(rows, col: str | None, source: str = ""):
-    """``col_vs_previous`` and ``col_vs_first``: each row's ``col`` over the previous and the first
-    feasible row's, in point order (rows come from ``run`` in point order)."""
+    """``col_vs_previous``, ``col_vs_first`` and ``col_share``: each row's ``col`` over the previous and
+    the first feasible row's, in point order (rows come from ``run`` in point order), and the factor's
+    share of the total (``ratios``)."""
     import numpy as np
 
     if not col or not len(rows):

@@ -173,6 +173,9 @@ def test_compare_adds_factor_and_cumulative_columns(tmp_path):
     out = compare(rows, "tokens_per_s")
     assert out["tokens_per_s_vs_previous"].tolist() == pytest.approx([np.nan, 2.0, np.nan, 1.5], nan_ok=True)
     assert out["tokens_per_s_vs_first"].tolist() == pytest.approx([np.nan, 2.0, np.nan, 3.0], nan_ok=True)
+    # shares of the 3x total: ln 2 / ln 3 = 0.6309 and ln 1.5 / ln 3 = 0.3691, summing to 1
+    assert out["tokens_per_s_share"].tolist() == pytest.approx([np.nan, 0.6309, np.nan, 0.3691], abs=1e-4,
+                                                               nan_ok=True)
     with pytest.raises(SpecError, match="compare column 'nope'"):
         compare(rows, "nope")
 

@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from llmsim.engine.system_cost import CostRates
 
-PRECISION_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+# Bytes per element as stored. fp8: per-tensor scaling (Transformer Engine, TensorRT-LLM FP8), no block
+# scales. fp4 is NVFP4: 4-bit E2M1 values plus one E4M3 scale per 16 values = 4.5 bits = 0.5625 B (NeMo
+# AutoModel nvfp4 docs, "0.5625 bytes per parameter", https://docs.nvidia.com/nemo/automodel/nemo-automodel/nemo_automodel/components/quantization/nvfp4 ;
+# Intel Neural Compressor NVFP4 table https://intel.github.io/neural-compressor/latest/docs/source/3x/PT_NVFP4Quant.html)
+PRECISION_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5625}
 
 
 @dataclass(frozen=True)

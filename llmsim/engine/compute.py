@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmsim.engine import calibration as cal
+from llmsim.engine.memory import moe_row_factor
 from llmsim.values import PRECISION_BYTES, Accelerator, Model
 
 ACT_BYTES = 2.0  # activations stay in 16-bit even in FP8 training (Transformer Engine keeps bf16 I/O)
@@ -100,10 +101,9 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
     if moe_layer and m.moe is not None:
         moe = m.moe
         # Top-k routing: each device's experts process tokens * top_k rows in total (balanced
-        # all-to-all), times the max/mean load of the busiest expert, capped by the capacity factor.
-        imbalance = cal.MOE_LOAD_IMBALANCE if moe.capacity_factor is None else min(
-            cal.MOE_LOAD_IMBALANCE, moe.capacity_factor)
-        rows = tokens * moe.top_k * imbalance
+        # all-to-all), times the busiest expert's max/mean load (dropless) or padded to the capacity
+        # factor (token dropping: the grouped GEMM runs on the padded rows), as memory.moe_row_factor.
+        rows = tokens * moe.top_k * moe_row_factor(m)
         # routed rows pooled from the ep ranks' tokens; experts spread over tp ranks share the same tokens
         per_expert_rows = rows * (ep if expert_tp is None else 1) / moe.experts
         f = moe.expert_ffn_hidden

@@ -24,6 +24,7 @@ import numpy as np
 from llmsim.engine import calibration as cal
 from llmsim.engine.batch import first_row, on_distinct, on_flag, sized_collective_calls
 from llmsim.engine.compute import ACT_BYTES, Op, head_ops, layer_ops, op_time
+from llmsim.engine.memory import moe_dispatch_factor
 from llmsim.engine.params import local_params
 from llmsim.engine.split import Split, resolve_split
 from llmsim.engine.topology import strides
@@ -240,7 +241,8 @@ def inference_columns(sc: Scenario, sp: Split, batch, input_len, output_len, num
         t_ar, names = sized_collective_calls(net, "all_reduce", tok_bytes, tp, st["tp"])
         out = 0.0 + stage_layers * 2 * t_ar
         if m.moe:  # dispatch and combine (Lepikhin et al. 2020, GShard); none when ep is inside tp
-            t_a2a, _ = sized_collective_calls(net, "all_to_all", tok_bytes * m.moe.top_k, deg["ep"], st["ep"])
+            a2a_bytes = tok_bytes * m.moe.top_k * moe_dispatch_factor(m)  # padded to capacity if dropping
+            t_a2a, _ = sized_collective_calls(net, "all_to_all", a2a_bytes, deg["ep"], st["ep"])
             out = out + stage_layers * frac_moe * 2 * t_a2a
         return out, names
 

@@ -98,6 +98,14 @@ def moe_row_factor(m: Model):
     return cal.MOE_LOAD_IMBALANCE if cf is None else cf
 
 
+def moe_dispatch_factor(m: Model):
+    """All-to-all bytes per routed token (tokens * top_k * hidden): a token-dropping MoE dispatches
+    capacity-shaped [experts, capacity, hidden] buffers, padding included (Lepikhin et al. 2020, GShard,
+    arXiv 2006.16668, sec. 2.2 and algorithm 2); a dropless one sends the routed tokens alone."""
+    cf = m.moe.capacity_factor if m.moe else None
+    return 1.0 if cf is None else cf
+
+
 def activation_bytes_per_layer(m: Model, b, s, tp, cp, sp: bool, recompute: str, flash: bool = True,
                                dropout: bool = False, moe_layer: bool = False, ep=1):
     """Bytes one layer keeps for backward, per microbatch, per device (Korthikanti eq. 1-2 generalised).

@@ -27,6 +27,7 @@ from llmsim.engine.memory import (
     grad_reduce_bytes,
     head_activation_bytes,
     inflight_microbatches,
+    moe_dispatch_factor,
     state_bytes,
     with_runtime_reserve,
 )
@@ -149,7 +150,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
 
     ep_comm = np.zeros(n_rows)
     if m.moe:
-        a2a_bytes = b * s / cp * m.moe.top_k * m.hidden * ACT_BYTES / (tp if seqpar else 1)
+        a2a_bytes = b * s / cp * m.moe.top_k * moe_dispatch_factor(m) * m.hidden * ACT_BYTES / (tp if seqpar else 1)
         # dispatch + combine forward, the same backward (Lepikhin et al. 2020, GShard)
         ep_comm = (4 * collective_times(net, "all_to_all", a2a_bytes, ep, st["ep"]) * stage_layers
                    * (1 - dense_frac))

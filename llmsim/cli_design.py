@@ -89,6 +89,9 @@ def sweep_cmd(
                 write_atomic_parts(output, pieces)
     if output is not None:
         sys.stderr.write(f"llmsim sweep: {plan.rows:,} rows written to {output}\n")
+    if not plan.rows:
+        sys.stderr.write(f"llmsim sweep: no design point of {spec} is feasible; add 'keep: all' to the spec to see "
+                         "each point's infeasible_reason\n")
 
 
 @contextmanager

@@ -102,7 +102,8 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
     try:
         sc = ctx.scenario(fixed + [(p, 1) for p in varied_paths])  # the varied counts checked below
     except SpecError as err:
-        return _failed(ctx, points, fixed, varied, err.message)
+        # the scenario key goes into the reason too: "required key is missing" alone names nothing
+        return _failed(ctx, points, fixed, varied, f"{err.path}: {err.message}" if err.path else err.message)
     base = inputs_of(sc)
     n = {k: varied.get(k, np.full(len(points), base[k]) if base[k] is not None else None) for k in SPLIT_INPUTS}
     n = {k: v for k, v in n.items() if v is not None}

@@ -176,6 +176,8 @@ def _render(items, columns: list[str], fmt: str, path: str) -> str:
 
 def _merge(paths: list[str], source: np.ndarray) -> Iterator[list[str]]:
     """Lines of the rendered groups interleaved by output position, in blocks."""
+    if not len(source):  # no row survived (all infeasible, or --top/--pareto-only left none)
+        return
     files = [open(p, encoding="utf-8", newline="") for p in paths]  # noqa: SIM115 - closed below
     try:
         cuts = np.flatnonzero(np.diff(source)) + 1

@@ -253,3 +253,31 @@ def test_a100_to_b200_study_factors_are_improvements_and_shares_sum_to_one():
     # of the order Paper B reports (~35x from A100 to B200): at least 10x, at most the 32x peak ratio
     # (GB200 FP4 dense 10,000 TFLOP/s over A100 bf16 312 = 32x)
     assert 10 < rows["tokens_per_s_vs_first"].iloc[-1] < 10_000 / 312
+
+
+@pytest.mark.parametrize("row, accelerator, network, precision", [
+    (0, "a100-sxm-80gb", "dgx-a100", "bf16"), (9, "gb200", "gb200-nvl72", "fp4")])
+def test_a100_to_b200_study_bookends_are_the_searched_best_splits(row, accelerator, network, precision):
+    # README calls the study's first and last rows each system at its own best split: they must stay
+    # what `llmsim search` finds for the same workload, or the 12.3x would mix in an arbitrary split
+    study = run(load_sweep(Path(__file__).parent.parent / "sweeps" / "a100-to-b200.yaml"), (), 1)
+    r = run_cli("search", "--model", "gpt-moe-1.8t", "--devices", "4096", "--global-batch-size", "2048",
+                "--seq-len", "4096", "--accelerator", accelerator, "--network", network, "--precision", precision,
+                "--top", "1", "--jobs", "1", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert study["tokens_per_s"].iloc[row] == pytest.approx(json.loads(r.stdout)[0]["tokens_per_s"], rel=1e-12)
+
+
+def test_a_sweep_without_feasible_points_says_so_and_names_the_missing_key(tmp_path):
+    # the base has no system.network: every point is invalid for that one reason. Kept rows name the key;
+    # without keep: all the output is empty and stderr says why (it crashed in the merge before)
+    spec = tmp_path / "s.yaml"
+    spec.write_text("base: {model: llama3-8b, system: {accelerator: h100-sxm, num_devices: 8}}\n"
+                    "grid: {parallel.tp: [1, 2]}\ncompare: tokens_per_s\n")
+    r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1", "-o", str(tmp_path / "out.csv"))
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert "no design point" in r.stderr and "keep: all" in r.stderr
+    spec.write_text(spec.read_text().replace("compare: tokens_per_s\n", "keep: all\n"))
+    r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1")
+    rows = pd.read_csv(io.StringIO(r.stdout))
+    assert rows["infeasible_reason"].tolist() == ["system.network: required key is missing"] * 2

@@ -61,20 +61,20 @@ objectives:
 
 
 def _spec(tmp: str, n: int, mode: str = "training"):
-    from llmsim import sweep as sw
+    from llmsim.spec.sweep import load_sweep
 
     path = Path(tmp) / "s.yaml"
     if mode == "training":
         path.write_text(GRID.format(top=1024 * max(1, n // POINTS_PER_STEP)))
     else:
         path.write_text(INFERENCE_GRID.format(top=max(1, n // 16)))  # 4 accelerators x 4 tp
-    return sw.load_sweep(path)
+    return load_sweep(path)
 
 
 def engine_alone(n: int, mode: str = "training") -> float:
     """What one worker does: the sweep's chunks evaluated one after the other in this process."""
-    from llmsim.sweep import CHUNK, chunks
-    from llmsim.sweep_eval import evaluate_chunk
+    from llmsim.study.evaluate import evaluate_chunk
+    from llmsim.study.sweep import CHUNK, chunks
 
     with tempfile.TemporaryDirectory() as tmp:
         spec = _spec(tmp, n, mode)
@@ -86,8 +86,8 @@ def engine_alone(n: int, mode: str = "training") -> float:
 
 
 def point_by_point(n: int, mode: str = "training") -> float:
-    from llmsim.estimate import load, record
     from llmsim.spec.presets import PresetRegistry
+    from llmsim.study.records import load, record
 
     flags = ["model=llama3-8b", "parallel.pp=1", "system.num_devices=64"] if mode == "training" else [
         "model=llama3-70b", "system.num_devices=8", "parallel.tp=8", "parallel.pp=1", "workload.mode=inference",
@@ -105,7 +105,7 @@ def end_to_end(n: int, jobs: int) -> tuple[int, float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         spec = _spec(tmp, n)
         t = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "llmsim.cli", "sweep", str(Path(tmp) / "s.yaml"), "--quiet",
+        proc = subprocess.Popen([sys.executable, "-m", "llmsim", "sweep", str(Path(tmp) / "s.yaml"), "--quiet",
                                  "--jobs", str(jobs), "-o", str(Path(tmp) / "out.csv")], stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(proc.pid, 0)
         if status:

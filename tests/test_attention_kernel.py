@@ -4,7 +4,7 @@ import pytest
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.compute import Op, attention_rates, op_time
-from llmsim.estimate import load
+from llmsim.study.records import load
 from tests.conftest import run_cli
 
 

@@ -8,11 +8,12 @@ from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmsim.engine import algorithms as alg
 from llmsim.engine import calibration as cal
-from llmsim.engine.collectives import Level, Path, collective, flat_path
-from llmsim.engine.topology import path_of, torus_extents
-from llmsim.estimate import load
+from llmsim.engine.network import algorithms as alg
+from llmsim.engine.network.collectives import collective
+from llmsim.engine.network.path import Level, Path, flat_path
+from llmsim.engine.network.topology import path_of, torus_extents
+from llmsim.study.records import load
 
 GB = 1e9
 S = 2**30  # 1 GiB

@@ -3,8 +3,8 @@
 import pytest
 from conftest import run_cli
 
-from llmsim.cost import accelerator_cost, technology
-from llmsim.derive import compute_scale, derive_accelerator, node_ratios
+from llmsim.spec.cost import accelerator_cost, technology
+from llmsim.spec.derive import compute_scale, derive_accelerator, node_ratios
 from llmsim.spec.hardware import AcceleratorSpec
 
 

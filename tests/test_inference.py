@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.inference import estimate_inference, touched_experts
-from llmsim.estimate import load
+from llmsim.study.records import load
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -44,7 +44,7 @@ def test_llama3_70b_kv_cache_at_8k_context(registry):
 
 
 def test_moe_decode_reads_only_touched_experts():
-    from llmsim.values import Model, MoE
+    from llmsim.engine.types import Model, MoE
 
     m = Model("moe", 2, 1024, 4096, 8, 8, 128, 1000, "swiglu", False, False,
               moe=MoE(experts=64, top_k=2, shared_experts=0, expert_ffn_hidden=512, first_dense_layers=0,
@@ -59,7 +59,7 @@ def test_touched_experts_of_a_column_equal_each_points_to_the_bit():
     # a sweep's column and `llmsim estimate`'s one point must agree bit for bit: (1 - k/E)^n by C pow
     import numpy as np
 
-    from llmsim.values import Model, MoE
+    from llmsim.engine.types import Model, MoE
 
     m = Model("moe", 2, 1024, 4096, 8, 8, 128, 1000, "swiglu", False, False,
               moe=MoE(experts=256, top_k=8, shared_experts=1, expert_ffn_hidden=512, first_dense_layers=0,

@@ -1,19 +1,19 @@
-"""Inference sweeps as columns: every row equals `estimate.record` of its point; collectives on arrays of
-sizes equal the scalar tuner to the bit."""
+"""Inference sweeps as columns: every row equals `estimate.record` of its point; the collective tuner
+times each size of an array as it times that size alone, to the bit."""
 
 import math
 
 import numpy as np
 import pytest
 
-from llmsim.engine.batch import collective_columns
-from llmsim.engine.collectives import OPS, collective
-from llmsim.engine.topology import path_of
-from llmsim.estimate import record
+from llmsim.engine.errors import DesignError
+from llmsim.engine.network.collectives import OPS, collective, collective_columns
+from llmsim.engine.network.topology import path_of
 from llmsim.spec.convert import network_values
-from llmsim.spec.errors import SpecError
-from llmsim.sweep import load_sweep, run
-from llmsim.sweep_eval import _Context
+from llmsim.spec.sweep import load_sweep
+from llmsim.study.evaluate import _Context
+from llmsim.study.records import record
+from llmsim.study.sweep import run
 
 # three groups (dense GQA, MoE, MoE with MLA) x tp (16: across nodes), pp, ep (from dp or inside tp),
 # device counts, batch sizes (max among them: a categorical value), prompt and output lengths
@@ -66,7 +66,7 @@ def _check_rows(spec, rows, sample) -> dict:
         try:
             sc = ctx.scenario(overrides)
             rec = record(sc)
-        except SpecError as err:  # an invalid split, or a max batch of which not one sequence fits
+        except DesignError as err:  # an invalid split, or a max batch of which not one sequence fits
             assert reason == err.message
             kinds["invalid"] = kinds.get("invalid", 0) + 1
             for (path, value) in overrides:
@@ -139,7 +139,9 @@ def test_a_group_without_a_valid_split_gives_its_reasons(tmp_path, keep):
 SIZES = np.concatenate([[1.0, 3.0, 8.0], np.geomspace(16, 3e10, 61), [2.0**20, 2.0**30, 12345.678]])
 
 
-def test_collective_columns_equal_the_scalar_tuner_to_the_bit(registry):
+def test_a_size_in_an_array_is_timed_as_it_is_alone_to_the_bit(registry):
+    # the tuner evaluates every candidate on all sizes at once (the hierarchical one through masked
+    # sub-collectives): no size may borrow another's algorithm or mask
     checked = set()
     for net in registry.names("networks"):
         network = network_values(registry.get("networks", net))
@@ -148,13 +150,13 @@ def test_collective_columns_equal_the_scalar_tuner_to_the_bit(registry):
                 continue
             path = path_of(network, stride, n).resized(n)
             for op in OPS:
-                times, names = collective_columns(op, SIZES, path)
-                for s, t, name in zip(SIZES, times, names, strict=True):
+                timed = collective_columns(op, SIZES, path)
+                for s, t, name in zip(SIZES, timed.times, timed.names(op), strict=True):
                     r = collective(op, float(s), path)
                     assert t == r.time_s, (net, op, s, path)
                     assert name == f"{op} {r.algorithm}/{r.protocol} on {r.tiers}", (net, op, s, path)
                     checked.add(r.algorithm)
     assert checked == {"ring", "tree", "pairwise", "direct", "torus", "in-network", "in-network-tree", "hierarchical",
                        "send-recv"}
-    times, names = collective_columns("all_reduce", np.array([0.0, 8.0]), path)
-    assert times[0] == 0.0 and names[0] is None and times[1] > 0
+    timed = collective_columns("all_reduce", np.array([0.0, 8.0]), path)
+    assert timed.times[0] == 0.0 and timed.names("all_reduce")[0] is None and timed.times[1] > 0

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 pytest.importorskip("matplotlib")
 
-from llmsim import cli_plot, plot
 from llmsim.cli import app
+from llmsim.cli import plot as cli_plot
+from llmsim.output import plot
 from llmsim.spec.errors import SpecError
 
 SPEC = """\
@@ -92,8 +93,8 @@ def test_scenario_plots(tmp_path, kind, args):
 
 def test_roofline_places_decode_left_of_ridge(tmp_path):
     """Decode matmuls of a small batch are memory-bound: their intensity lies below the ridge."""
-    from llmsim import estimate as est
     from llmsim.spec.presets import PresetRegistry
+    from llmsim.study import records as est
 
     sc = est.load(None, PresetRegistry(), est.overrides_from_flags(
         {"mode": "inference", "model": "llama3-8b", "devices": 1, "tp": 1, "pp": 1, "batch_size": 8,
@@ -171,12 +172,12 @@ def test_usage_errors(tmp_path, results, args, message):
 
 
 def test_without_matplotlib(monkeypatch, results, tmp_path):
-    import llmsim
+    import llmsim.output
 
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.setitem(sys.modules, name, None)  # import of matplotlib halted
-    monkeypatch.delitem(sys.modules, "llmsim.plot")
-    monkeypatch.delattr(llmsim, "plot")
+    monkeypatch.delitem(sys.modules, "llmsim.output.plot")
+    monkeypatch.delattr(llmsim.output, "plot")
     res = CliRunner().invoke(app, ["plot", "pareto", str(results), "--x", "mfu", "--y", "tokens_per_s",
                                    "-o", str(tmp_path / "p.png")])
     assert isinstance(res.exception, SpecError)
@@ -187,8 +188,8 @@ def test_scenario_flags_are_estimates_flags():
     """roofline/breakdown borrow estimate's parameters: each must be a scenario flag (or listed as not one)."""
     import inspect
 
-    from llmsim import estimate as est
-    from llmsim.cli import estimate
+    from llmsim.cli.estimate import estimate
+    from llmsim.study import records as est
 
     borrowed = set(inspect.signature(estimate).parameters) - set(cli_plot.NOT_SCENARIO_FLAGS) - {"scenario", "set_"}
     assert borrowed <= set(est.FLAG_PATHS), "add estimate's new non-scenario option to NOT_SCENARIO_FLAGS"

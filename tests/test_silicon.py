@@ -8,8 +8,15 @@ from conftest import run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmsim.cost import PART_COLUMNS, accelerator_cost
-from llmsim.engine.silicon import Die, Package, device_cost, die_yield, dies_per_wafer, dies_per_wafer_simple
+from llmsim.engine.cost.silicon import (
+    Die,
+    Package,
+    device_cost,
+    die_yield,
+    dies_per_wafer,
+    dies_per_wafer_simple,
+)
+from llmsim.spec.cost import PART_COLUMNS, accelerator_cost
 from llmsim.spec.errors import SpecError
 
 

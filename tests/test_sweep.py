@@ -12,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from llmsim.estimate import load, record
-from llmsim.expr import Expr
-from llmsim.pareto import pareto_rank
 from llmsim.spec.errors import SpecError
-from llmsim.sweep import compare, evaluate_range, load_sweep, rank, run
+from llmsim.spec.expr import Expr
+from llmsim.spec.sweep import load_sweep
+from llmsim.study.pareto import pareto_rank
+from llmsim.study.records import load, record
+from llmsim.study.sweep import compare, evaluate_range, rank, run
 
 SPEC = """\
 base:
@@ -216,9 +217,10 @@ def test_streamed_output_equals_the_in_memory_ranking(spec_file, tmp_path, monke
     # 32 points in chunks of 5 (7 part files; 6 with --pareto-only, one chunk has no feasible row), rendered
     # 2 parts per group, keep: all and
     # compare on: the merge by output position must give the rows and values of rank(compare(run()))
-    import llmsim.sweep as sw
-    import llmsim.sweep_stream as ss
-    from llmsim.report import frame_records, to_csv
+    import llmsim.study.stream as ss
+    import llmsim.study.sweep as sw
+    from llmsim.output import sweep_writer
+    from llmsim.output.writers import frame_records, to_csv
 
     spec_file.write_text(SPEC + "keep: all\ncompare: tokens_per_s\n")
     sp = load_sweep(spec_file)
@@ -232,11 +234,11 @@ def test_streamed_output_equals_the_in_memory_ranking(spec_file, tmp_path, monke
     plan = ss.plan(sp, parts, pareto_only, top)
     assert len(parts) >= 6 and len(plan.groups) >= (1 if pareto_only else 3) and plan.columns == [c for c in sw.columns(ref) if c != "point"]
     expected = pd.read_csv(io.StringIO(to_csv(frame_records(ref, plan.columns), plan.columns)))
-    streamed = pd.read_csv(io.StringIO("".join(ss.text(plan, "csv", str(tmp_path), 2))))
+    streamed = pd.read_csv(io.StringIO("".join(sweep_writer.text(plan, "csv", str(tmp_path), 2))))
     assert len(streamed) == (9 if top else len(ref)) and streamed["infeasible_reason"].notna().any() == (not pareto_only and not top)
     pd.testing.assert_frame_equal(streamed, expected, check_dtype=False)
-    assert json.loads("".join(ss.text(plan, "json", str(tmp_path), 1))) == frame_records(ref, plan.columns)
-    assert frame_records(ss.collect(plan), plan.columns) == frame_records(ref, plan.columns)  # Parquet's rows
+    assert json.loads("".join(sweep_writer.text(plan, "json", str(tmp_path), 1))) == frame_records(ref, plan.columns)
+    assert frame_records(sweep_writer.collect(plan), plan.columns) == frame_records(ref, plan.columns)  # Parquet's rows
 
 
 def test_a100_to_b200_study_factors_are_improvements_and_shares_sum_to_one():

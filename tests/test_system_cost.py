@@ -3,8 +3,8 @@
 import pytest
 from conftest import run_cli
 
-from llmsim.engine.system_cost import CostRates, fat_tree_levels, scale_out_per_device, system_cost
-from llmsim.values import Network, Tier
+from llmsim.engine.cost.system import fat_tree_levels, scale_out_per_device, system_cost
+from llmsim.engine.types import CostRates, Network, Tier
 
 RATES = CostRates(host_usd_per_device=4000, host_power_w_per_device=575, switch_port_usd=562.5, link_usd=1280,
                   switch_radix=64, pue=1.5, electricity_usd_per_kwh=0.10, amortization_years=5)

@@ -5,11 +5,11 @@ import dataclasses
 import pytest
 
 from llmsim.engine import calibration as cal
+from llmsim.engine.errors import DesignError
 from llmsim.engine.memory import activation_bytes_per_layer, inflight_microbatches, state_bytes
 from llmsim.engine.training import estimate_training, model_flops_per_token
-from llmsim.estimate import load
-from llmsim.spec.errors import SpecError
-from llmsim.values import Model
+from llmsim.engine.types import Model
+from llmsim.study.records import load
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_bf16_gradients_halve_grads_gb(registry):
 def test_recipe_settings_cite_a_source_and_name_real_records():
     import yaml
 
-    from llmsim import validate as val
+    from llmsim.validation import records as val
     ids = {r["id"] for r in val.load_records()}
     with open(val.RECIPES, encoding="utf-8") as fh:
         entries = yaml.safe_load(fh)
@@ -146,7 +146,7 @@ def test_capacity_factor_pads_expert_rows():
     # 2*rows*h (dispatched) + 2*rows*f*2 (activation input) + 2*rows*f (down input) = 14,336 B per row.
     # Dropless: rows = 1024*2*1.1 = 2252.8; capacity factor 1.25 pads every expert: rows = 1024*2*1.25 = 2560,
     # i.e. (2560 - 2252.8) * 14336 = 4,404,019.2 B more; capacity factor 1.0: (2048 - 2252.8) * 14336 less.
-    from llmsim.values import MoE
+    from llmsim.engine.types import MoE
     moe = MoE(experts=8, top_k=2, shared_experts=0, expert_ffn_hidden=2048, first_dense_layers=0,
               capacity_factor=None)
     m = Model("moe", 2, 1024, 4096, 8, 8, 128, 32000, "swiglu", False, False, moe=moe)
@@ -174,7 +174,7 @@ def test_default_scenario_outputs(default):
 ])
 def test_impossible_splits_are_errors(registry, override, message):
     sc = load(None, registry, override)
-    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
+    with pytest.raises(DesignError, match=message.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
         estimate_training(sc)
 
 
@@ -211,7 +211,7 @@ def test_capacity_factor_pads_expert_gemms_and_all_to_all(registry):
     # The padded rows are computed and dispatched too. Expert rows per device: 1024 tokens * top-2 * 1.1
     # (dropless, busiest expert) = 2252.8; capacity factor 1.25: 2560 (x 1.1364); 1.0: 2048 (x 0.9091).
     from llmsim.engine.compute import layer_ops
-    from llmsim.values import MoE
+    from llmsim.engine.types import MoE
     moe = MoE(experts=8, top_k=2, shared_experts=0, expert_ffn_hidden=2048, first_dense_layers=0,
               capacity_factor=None)
     m = Model("moe", 2, 1024, 4096, 8, 8, 128, 32000, "swiglu", False, False, moe=moe)

@@ -3,12 +3,13 @@
 import pytest
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.collectives import collective_time, flat_path
 from llmsim.engine.compute import gemm, layer_ops, low_precision_casts, op_time
+from llmsim.engine.network.collectives import collective_time
+from llmsim.engine.network.path import flat_path
 from llmsim.engine.tensor_parallel import layer_tp_comm
 from llmsim.engine.training import estimate_training
-from llmsim.estimate import load
-from llmsim.values import Model
+from llmsim.engine.types import Model
+from llmsim.study.records import load
 
 GPT_22B = Model("gpt-22b", 48, 6144, 24576, 64, 64, 96, 51200, "gelu", False, True)
 GPT_22B_ARGS = dict(b=4, s=2048, tp=8, cp=1, precision="bf16", moe_layer=False, flash=False)
@@ -124,8 +125,8 @@ def test_zero_shards_over_data_and_context_parallel_ranks(registry):
 
 
 def test_ring_latency_mixes_tiers_by_hops(registry):
-    from llmsim.engine.collectives import collective
-    from llmsim.engine.topology import group_path
+    from llmsim.engine.network.collectives import collective
+    from llmsim.engine.network.topology import group_path
     net = load(None, registry, ["system.network=dgx-h100"]).network
     order = ("tp", "cp", "ep", "dp", "pp")
     # dp = 16 with tp = 1: 8 members per node on NVLink, then 2 nodes over InfiniBand

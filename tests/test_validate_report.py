@@ -20,11 +20,10 @@ def report_dir(tmp_path_factory):
 
 
 def test_readme_carries_the_mae_that_validate_computes(report_dir, registry):
-    from llmsim import validate as val
-    from llmsim import validate_inference as vinf
+    from llmsim.validation import runs as val
 
-    rows, skipped = val.run(registry)
-    inf_rows, _ = vinf.run(registry)
+    rows, skipped = val.run(registry, val.TRAINING)
+    inf_rows, _ = val.run(registry, val.INFERENCE)
     text = (report_dir / "README.md").read_text(encoding="utf-8")
     mae = val.summary(rows)[0]["mean_abs_error"]
     inf_mae = val.summary(inf_rows)[0]["mean_abs_error"]
@@ -67,7 +66,7 @@ def test_methodology_worked_example_matches_estimate(registry):
     """docs/methodology.md follows the default scenario with the numbers the tool prints."""
     from pathlib import Path
 
-    from llmsim import estimate as est
+    from llmsim.study import records as est
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "methodology.md"
     if not doc.exists():

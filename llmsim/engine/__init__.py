@@ -1,1 +1,7 @@
-"""The performance and cost model: pure functions over plain frozen values or numpy arrays."""
+"""The model: pure functions over frozen values (``types.py``) that take numbers or numpy columns and
+return the same, so one code path serves one estimate and a million-point sweep. Operators and roofline
+(``compute``), memory, parameters, the 5D split, tensor-parallel overlap, training and inference step
+models, the per-operator table; ``network/`` (placement of groups on tiers, collective algorithms and
+the tuner that picks them) and ``cost/`` (silicon, system cost). Imports nothing from llmsim outside
+``llmsim.engine``; raises ``errors.DesignError`` for a point it cannot evaluate.
+"""

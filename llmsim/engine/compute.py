@@ -14,7 +14,7 @@ import numpy as np
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.memory import moe_row_factor
-from llmsim.values import PRECISION_BYTES, Accelerator, Model
+from llmsim.engine.types import PRECISION_BYTES, Accelerator, Model
 
 ACT_BYTES = 2.0  # activations stay in 16-bit even in FP8 training (Transformer Engine keeps bf16 I/O)
 

@@ -22,14 +22,14 @@ from __future__ import annotations
 import numpy as np
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.batch import first_row, on_distinct, on_flag, sized_collective_calls
+from llmsim.engine.columns import first_row, on_distinct, on_flag
 from llmsim.engine.compute import ACT_BYTES, Op, head_ops, layer_ops, op_time
+from llmsim.engine.errors import DesignError
 from llmsim.engine.memory import moe_dispatch_factor
+from llmsim.engine.network.topology import group_collectives, strides
 from llmsim.engine.params import local_params
 from llmsim.engine.split import Split, resolve_split
-from llmsim.engine.topology import strides
-from llmsim.spec.errors import SpecError
-from llmsim.values import PRECISION_BYTES, Model, Scenario
+from llmsim.engine.types import PRECISION_BYTES, Model, Scenario
 
 DECODE_SAMPLES = 4  # decode steps evaluated (midpoints of equal slices of the output) for the mean TPOT
 
@@ -202,16 +202,16 @@ def no_batch_message(sc: Scenario, tokens: int) -> str:
 
 
 def inference_point(sc: Scenario) -> tuple[Split, np.ndarray, np.ndarray, np.ndarray]:
-    """(split, batch, input_len, output_len) of one design point as columns of one row, or the SpecError
+    """(split, batch, input_len, output_len) of one design point as columns of one row, or the DesignError
     (exit 2) of a split no framework runs or a ``max`` batch of which not one sequence fits."""
     w = sc.workload
     if w.input_len is None or w.output_len is None:
-        raise SpecError("inference needs workload.input_len and workload.output_len (tokens)", path="workload")
+        raise DesignError("inference needs workload.input_len and workload.output_len (tokens)", path="workload")
     sp = resolve_split(sc).as_column()
     isl, osl = np.array([w.input_len]), np.array([w.output_len])
     batch = resolve_batches(sc, sp, isl, osl)
     if batch[0] < 1:
-        raise SpecError(no_batch_message(sc, w.input_len + w.output_len), path="workload.batch_size")
+        raise DesignError(no_batch_message(sc, w.input_len + w.output_len), path="workload.batch_size")
     return sp, batch, isl, osl
 
 
@@ -238,11 +238,11 @@ def inference_columns(sc: Scenario, sp: Split, batch, input_len, output_len, num
     def comm(tokens):  # (communication time of one forward of the fullest stage, TP all-reduce names)
         tok_bytes = tokens * m.hidden * ACT_BYTES
         # attention output and MLP output all-reduces (no sequence parallelism in inference)
-        t_ar, names = sized_collective_calls(net, "all_reduce", tok_bytes, tp, st["tp"])
+        t_ar, names = group_collectives(net, "all_reduce", tok_bytes, tp, st["tp"])
         out = 0.0 + stage_layers * 2 * t_ar
         if m.moe:  # dispatch and combine (Lepikhin et al. 2020, GShard); none when ep is inside tp
             a2a_bytes = tok_bytes * m.moe.top_k * moe_dispatch_factor(m)  # padded to capacity if dropping
-            t_a2a, _ = sized_collective_calls(net, "all_to_all", a2a_bytes, deg["ep"], st["ep"])
+            t_a2a, _ = group_collectives(net, "all_to_all", a2a_bytes, deg["ep"], st["ep"])
             out = out + stage_layers * frac_moe * 2 * t_a2a
         return out, names
 
@@ -250,7 +250,7 @@ def inference_columns(sc: Scenario, sp: Split, batch, input_len, output_len, num
 
     def pp_hops(tokens):  # the batch's activations cross pp - 1 stage boundaries
         nbytes = tokens * m.hidden * ACT_BYTES / tp  # each tp rank sends its slice
-        return (pp - 1) * sized_collective_calls(net, "p2p", nbytes, hop, st["pp"])[0]
+        return (pp - 1) * group_collectives(net, "p2p", nbytes, hop, st["pp"])[0]
 
     # prefill: every stage in turn over the whole prompt
     pre_c = stage_layers * c["prefill"] + c["head"]

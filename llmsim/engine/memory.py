@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmsim.engine import calibration as cal
-from llmsim.values import Model
+from llmsim.engine.types import Model
 
 WEIGHT_BYTES = 2.0
 # Megatron-LM with --bf16 forces --accumulate-allreduce-grads-in-fp32 (megatron/training/arguments.py:

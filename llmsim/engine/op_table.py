@@ -9,11 +9,11 @@ roof bounds it, and its share of the phase's time; the layer's collectives appea
 from __future__ import annotations
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.collectives import collective_time
 from llmsim.engine.compute import ACT_BYTES, Op, bound, layer_ops, op_time
+from llmsim.engine.network.collectives import collective_time
+from llmsim.engine.network.topology import group_path
 from llmsim.engine.split import resolve_split
-from llmsim.engine.topology import group_path
-from llmsim.values import Scenario
+from llmsim.engine.types import Scenario
 
 
 def _row(phase: str, op: Op, sc: Scenario, backward: bool) -> dict:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmsim.values import Model
+from llmsim.engine.types import Model
 
 
 @dataclass(frozen=True)

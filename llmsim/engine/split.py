@@ -1,6 +1,6 @@
 """The 5D parallel split: derived degrees and the checks that make a split possible.
 
-One table of checks serves one design point (``resolve_split``: SpecError, exit 2) and a column of
+One table of checks serves one design point (``resolve_split``: DesignError, exit 2) and a column of
 design points (``split_arrays``: numpy arrays, the first failing check's message per infeasible row).
 """
 
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmsim.spec.errors import SpecError
-from llmsim.values import Scenario
+from llmsim.engine.errors import DesignError
+from llmsim.engine.types import Scenario
 
 # the numeric inputs a split is made of (sweeps vary them as arrays)
 SPLIT_INPUTS = ("num_devices", "tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages",
@@ -115,11 +115,11 @@ def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
 
 
 def resolve_split(sc: Scenario) -> Split:
-    """Derive dp and the microbatch count; reject splits no framework can run (SpecError, exit 2)."""
+    """Derive dp and the microbatch count; reject splits no framework can run (DesignError, exit 2)."""
     a = {k: [v] for k, v in inputs_of(sc).items() if v is not None}
     split, ok, reasons = split_arrays(sc, a)
     if not ok[0]:
         message, path = reasons[0]
-        raise SpecError(message, path=path)
+        raise DesignError(message, path=path)
     return Split(**{f: (bool(getattr(split, f)[0]) if f == "ep_in_tp" else int(getattr(split, f)[0]))
                     for f in Split.__dataclass_fields__})

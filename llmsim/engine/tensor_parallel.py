@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmsim.engine.collectives import Path, collective_time
 from llmsim.engine.compute import Op, op_time
-from llmsim.values import Accelerator
+from llmsim.engine.network.collectives import collective_time
+from llmsim.engine.network.path import Path
+from llmsim.engine.types import Accelerator
 
 # GEMMs that take a block's replicated input and split their output over tp (column-parallel)
 ATTENTION_COLUMN = ("qkv_proj", "q_proj", "q_up", "kv_up")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.batch import collective_calls, collective_times, first_row, on_distinct, per_key
+from llmsim.engine.columns import first_row, on_distinct, per_key
 from llmsim.engine.compute import ACT_BYTES, Op, embedding_ops, head_ops, layer_ops, op_time
 from llmsim.engine.memory import (
     MAIN_GRAD_BYTES,
@@ -31,11 +31,11 @@ from llmsim.engine.memory import (
     state_bytes,
     with_runtime_reserve,
 )
+from llmsim.engine.network.topology import group_collectives, path_of, strides
 from llmsim.engine.params import local_params, param_counts
 from llmsim.engine.split import Split, resolve_split
 from llmsim.engine.tensor_parallel import exposed_tp_comm, overlap_windows
-from llmsim.engine.topology import path_of, strides
-from llmsim.values import Scenario
+from llmsim.engine.types import Scenario
 
 # HBM traffic of one mixed-precision Adam step per local parameter, with fp32 main gradients as
 # Megatron-LM / NeMo accumulate them (--accumulate-allreduce-grads-in-fp32, memory.MAIN_GRAD_BYTES):
@@ -96,6 +96,11 @@ def _compute(sc: Scenario, b, tp, cp, ep) -> dict:
             **{f"wd{i}": x for i, x in enumerate(wd)}, **{f"wm{i}": x for i, x in enumerate(wm)}}
 
 
+def comm_time(net, op: str, nbytes, ranks, stride, path_ranks=None):
+    """Times of ``op`` for every row's group (``topology.group_collectives``)."""
+    return group_collectives(net, op, nbytes, ranks, stride, path_ranks)[0]
+
+
 def _path_tier(net, stride, n):
     return per_key(lambda st, k: (path_of(net, st, k).tier if k > 1 else None,), stride, n)[0]
 
@@ -132,7 +137,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     st = strides(p.order, deg)
     tok_bytes = b * s / cp * m.hidden * ACT_BYTES  # one full activation tensor of the microbatch
     tp_ops = ("all_gather", "reduce_scatter") if seqpar else ("all_reduce",)
-    tp_times = {op: collective_times(net, op, tok_bytes, tp, st["tp"]) for op in tp_ops}
+    tp_times = {op: comm_time(net, op, tok_bytes, tp, st["tp"]) for op in tp_ops}
     tpc_d = exposed_tp_comm((c["wd0"], c["wd1"], c["wd2"]), tp_times, seqpar, p.tp_comm_overlap)
     tpc_m = exposed_tp_comm((c["wm0"], c["wm1"], c["wm2"]), tp_times, seqpar, p.tp_comm_overlap)
     tp_fwd = stage_layers * (dense_frac * tpc_d.forward_s + (1 - dense_frac) * tpc_m.forward_s)
@@ -143,7 +148,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     kv_width = (m.heads * (m.head_dim + m.mla.v_head_dim) if m.mla else 2 * m.kv_heads * m.head_dim) / tp
     cp_bytes = b * s / cp * kv_width * ACT_BYTES  # K and V of this rank's chunk, passed around the ring
     pair = np.where(cp > 1, 2, 1)
-    cp_ring = (cp - 1) * collective_times(net, "p2p", cp_bytes, pair, st["cp"])
+    cp_ring = (cp - 1) * comm_time(net, "p2p", cp_bytes, pair, st["cp"])
     # ring exchange overlaps attention (Liu et al. 2023 Ring Attention); backward sends dK, dV as well
     cp_fwd = stage_layers * np.maximum(0.0, cp_ring - lay_attn)
     cp_comm = cp_fwd + stage_layers * np.maximum(0.0, 2 * cp_ring - cal.FLASH_BWD_FLOPS_RATIO * lay_attn)
@@ -152,14 +157,14 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     if m.moe:
         a2a_bytes = b * s / cp * m.moe.top_k * moe_dispatch_factor(m) * m.hidden * ACT_BYTES / (tp if seqpar else 1)
         # dispatch + combine forward, the same backward (Lepikhin et al. 2020, GShard)
-        ep_comm = (4 * collective_times(net, "all_to_all", a2a_bytes, ep, st["ep"]) * stage_layers
+        ep_comm = (4 * comm_time(net, "all_to_all", a2a_bytes, ep, st["ep"]) * stage_layers
                    * (1 - dense_frac))
 
     # scatter/gather optimisation (Narayanan et al. 2021 sec. 4.1): each tp rank sends 1/tp of the
     # activation; without SP the receivers all-gather it over the tp group's link
-    p2p = collective_times(net, "p2p", tok_bytes / tp, np.where(pp > 1, 2, 1), st["pp"])
+    p2p = comm_time(net, "p2p", tok_bytes / tp, np.where(pp > 1, 2, 1), st["pp"])
     if not seqpar:
-        p2p = p2p + collective_times(net, "all_gather", tok_bytes, tp, st["tp"])
+        p2p = p2p + comm_time(net, "all_gather", tok_bytes, tp, st["tp"])
     # a microbatch crosses v stage boundaries per device with interleaving (Narayanan sec. 2.2.2)
     pp_comm = np.where(pp > 1, 2 * sp.virtual_stages * p2p, 0.0)
 
@@ -185,8 +190,8 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     units = stage_layers if z >= 3 else np.ones(n_rows)
 
     def sync(op: str, nbytes: float):
-        return units * (collective_times(net, op, local_dense * nbytes / units, dp, dp_stride)
-                        + collective_times(net, op, local_expert * nbytes / units, dp // ep, dp_stride, dp))
+        return units * (comm_time(net, op, local_dense * nbytes / units, dp, dp_stride)
+                        + comm_time(net, op, local_expert * nbytes / units, dp // ep, dp_stride, dp))
 
     if z == 0:
         grad_sync, param_sync = sync("all_reduce", red_bytes), 0.0
@@ -234,7 +239,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     peak = acc.peak(w.precision)
     compute_time = mbs * per_mb_compute + optimizer
     full = lambda x: np.broadcast_to(x, n_rows)
-    names = {f"{dim}_collective": collective_calls(net, op, nbytes, k, stride, named=True)[1]
+    names = {f"{dim}_collective": group_collectives(net, op, nbytes, k, stride)[1]
              for dim, op, nbytes, k, stride in (
                  ("tp", tp_ops[-1], tok_bytes, tp, st["tp"]),
                  ("dp", "all_reduce" if z == 0 else "reduce_scatter", local_dense * red_bytes, dp, dp_stride),

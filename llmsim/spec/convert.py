@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from llmsim.engine.system_cost import CostRates
+from llmsim.engine.types import (
+    MLA,
+    Accelerator,
+    CostRates,
+    Model,
+    MoE,
+    Network,
+    Parallel,
+    Scenario,
+    Tier,
+    Workload,
+)
 from llmsim.spec.errors import SpecError
 from llmsim.spec.hardware import PRECISIONS, AcceleratorSpec, NetworkSpec, PrecisionTflops
 from llmsim.spec.model import ModelSpec
 from llmsim.spec.scenario import ScenarioSpec
-from llmsim.values import MLA, Accelerator, Model, MoE, Network, Parallel, Scenario, Tier, Workload
 
 GB = 1e9
 TB = 1e12
@@ -48,7 +58,7 @@ def accelerator_values(a: AcceleratorSpec) -> Accelerator:
 
 
 def _manufacturing_cost(a: AcceleratorSpec) -> float | None:
-    from llmsim.cost import accelerator_cost
+    from llmsim.spec.cost import accelerator_cost
 
     try:
         return float(accelerator_cost(a)["device_cost_usd"])

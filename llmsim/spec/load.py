@@ -65,7 +65,7 @@ def resolve_presets(data: dict, doc: Document, registry: PresetRegistry) -> None
             continue
         value = parent.get(path[-1])
         if kind == "accelerators" and isinstance(value, dict) and "base" in value:
-            from llmsim.derive import derive_accelerator
+            from llmsim.spec.derive import derive_accelerator
 
             try:
                 parent[path[-1]] = derive_accelerator(value, registry, ".".join(path))

@@ -1,0 +1,5 @@
+"""``python -m llmsim``: the command-line interface."""
+
+from llmsim.cli import main
+
+main()

@@ -1,0 +1,78 @@
+"""The typer app: global options, the commands of the sibling modules, and the exit-status contract.
+
+Heavy modules (pandas, joblib, the engine) are imported inside the commands that need them, so
+``llmsim --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from llmsim import __version__
+from llmsim.cli.collective import collective_cmd
+from llmsim.cli.design import cost_cmd, search_cmd, sweep_cmd
+from llmsim.cli.estimate import check, estimate
+from llmsim.cli.plot import make_plot_app
+from llmsim.cli.presets import presets_app
+from llmsim.cli.validate import validate_cmd
+from llmsim.engine.errors import DesignError
+
+app = typer.Typer(
+    name="llmsim",
+    help="Analytical performance and cost model for LLM training and inference systems.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"llmsim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    presets: list[Path] = typer.Option(
+        [], "--presets", metavar="DIR",
+        help="Extra preset folder (with accelerators/, models/, networks/); repeatable; "
+             "a user preset with a bundled name wins. Also LLMSIM_PRESETS=dir1:dir2."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    ctx.obj = {"preset_dirs": [str(p) for p in presets]}
+
+
+app.add_typer(presets_app, name="presets")
+app.command("check")(check)
+app.command("estimate")(estimate)
+app.command("collective")(collective_cmd)
+app.command("validate")(validate_cmd)
+app.command("sweep")(sweep_cmd)
+app.command("search")(search_cmd)
+app.command("cost")(cost_cmd)
+app.add_typer(make_plot_app(estimate), name="plot")
+
+
+def main() -> None:
+    """Entry point: bad input is one line on stderr and exit status 2, never a traceback."""
+    try:
+        app()
+    except DesignError as err:  # SpecError (bad input) is one
+        sys.stderr.write(f"llmsim: error: {err}\n")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.stderr.write("llmsim: interrupted\n")
+        sys.exit(130)
+    except BrokenPipeError:  # e.g. `llmsim ... | head`
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""`llmsim check` and `llmsim estimate`: one design point, resolved and printed (table, JSON or CSV)."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from llmsim.cli.common import (
+    ACCELERATOR,
+    DEVICES,
+    GLOBAL_BATCH,
+    MODEL,
+    NETWORK,
+    PRECISION,
+    SCENARIO,
+    SEQ_LEN,
+    SET,
+    Format,
+    evaluate_point,
+    registry,
+)
+
+
+def check(
+    ctx: typer.Context,
+    scenario: Path = typer.Argument(..., help="Scenario YAML file."),
+    set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE",
+                                   help="Override a field, e.g. --set parallel.tp=4 (repeatable)."),
+) -> None:
+    """Validate a scenario file and print it resolved (presets expanded, defaults filled in)."""
+    import yaml
+
+    from llmsim.spec.load import load_scenario
+
+    spec = load_scenario(scenario, registry(ctx), set_)
+    data = spec.model_dump(mode="json", exclude_none=True)
+    typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120), nl=False)
+
+
+class Recompute(str, Enum):
+    none = "none"
+    selective = "selective"
+    full = "full"
+
+
+def estimate(
+    ctx: typer.Context,
+    scenario: Path | None = SCENARIO,
+    model: str | None = MODEL,
+    accelerator: str | None = ACCELERATOR,
+    devices: int | None = DEVICES,
+    network: str | None = NETWORK,
+    tp: int | None = typer.Option(None, "--tp", help="Tensor-parallel degree."),
+    pp: int | None = typer.Option(None, "--pp", help="Pipeline-parallel degree."),
+    dp: int | None = typer.Option(None, "--dp", help="Data-parallel degree (derived when omitted)."),
+    cp: int | None = typer.Option(None, "--cp", help="Context-parallel degree."),
+    ep: int | None = typer.Option(None, "--ep", help="Expert-parallel degree."),
+    microbatch_size: int | None = typer.Option(None, "--microbatch-size", help="Sequences per microbatch."),
+    global_batch_size: int | None = GLOBAL_BATCH,
+    seq_len: int | None = SEQ_LEN,
+    recompute: Recompute | None = typer.Option(None, "--recompute", help="none, selective or full."),
+    zero_stage: int | None = typer.Option(None, "--zero-stage", min=0, max=3, help="ZeRO stage 0-3."),
+    precision: str | None = PRECISION,
+    mode: str | None = typer.Option(None, "--mode", help="training or inference."),
+    batch_size: str | None = typer.Option(None, "--batch-size",
+                                          help="Inference: concurrent sequences, or 'max' (largest that fits)."),
+    input_len: int | None = typer.Option(None, "--input-len", help="Inference: prompt tokens per sequence."),
+    output_len: int | None = typer.Option(None, "--output-len", help="Inference: generated tokens per sequence."),
+    kv_precision: str | None = typer.Option(None, "--kv-precision", help="Inference: KV-cache precision."),
+    ops: bool = typer.Option(False, "--ops", help="Per-operator table: FLOPs, bytes, intensity, bound, time."),
+    set_: list[str] = SET,
+    fmt: Format = typer.Option(Format.table, "--format", help="table, csv (header + one row) or json."),
+) -> None:
+    """Estimate one design point: training step time, MFU, memory; or inference TTFT, TPOT, KV cache."""
+    from llmsim.output.writers import emit
+    from llmsim.study import records as est
+
+    flags = dict(model=model, accelerator=accelerator, devices=devices, network=network, tp=tp, pp=pp, dp=dp,
+                 cp=cp, ep=ep, microbatch_size=microbatch_size, global_batch_size=global_batch_size,
+                 seq_len=seq_len, recompute=recompute.value if recompute else None, zero_stage=zero_stage,
+                 precision=precision, mode=mode, batch_size=batch_size, input_len=input_len,
+                 output_len=output_len, kv_precision=kv_precision)
+    sc = est.load(scenario, registry(ctx), est.overrides_from_flags(flags, set_))
+    rec = evaluate_point(est.operator_rows if ops else est.record, sc, scenario)
+    if ops:
+        from llmsim.output.tables import print_operators
+
+        print_operators(rec) if fmt is Format.table else emit(rec, fmt.value)
+    elif fmt is Format.table:
+        from llmsim.output.tables import print_estimate
+
+        print_estimate(rec)
+    elif fmt is Format.json:
+        from llmsim.output.writers import to_json
+
+        sys.stdout.write(to_json(rec))
+    else:
+        emit([rec], "csv")

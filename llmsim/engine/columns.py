@@ -1,0 +1,75 @@
+"""Column-at-a-time evaluation helpers: run an engine function once per distinct key and scatter the
+results back to every row (a sweep's million rows have few distinct op shapes and parallel groups).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+
+def factorize(*keys) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, first): ``codes[i]`` numbers row i's distinct key tuple, ``first[c]`` is a row with key c."""
+    keys = np.broadcast_arrays(*(np.asarray(k) for k in keys))
+    code = np.zeros(keys[0].shape, dtype=np.int64)
+    for k in keys:
+        c, uniq = pd.factorize(k.ravel())
+        code = code * len(uniq) + c.reshape(k.shape)
+        code, _ = pd.factorize(code.ravel())
+        code = code.reshape(k.shape)
+    first = np.full(code.max() + 1 if code.size else 0, -1, dtype=np.int64)
+    first[code.ravel()[::-1]] = np.arange(code.size)[::-1]
+    return code, first
+
+
+def per_key(fn: Callable[..., tuple], *keys) -> tuple[np.ndarray, ...]:
+    """``fn(*scalars)`` -> tuple of values, evaluated once per distinct row of ``keys`` and broadcast back."""
+    code, first = factorize(*keys)
+    flat = [np.broadcast_to(np.asarray(k), code.shape).ravel() for k in keys]
+    results = [fn(*(f[i].item() for f in flat)) for i in first]
+    return tuple(np.asarray(col)[code] for col in zip(*results, strict=True))
+
+
+
+
+
+
+def first_row(cols: dict) -> dict:
+    """Row 0 of a dict of column arrays as plain Python values (a one-point estimate)."""
+    return {k: v[0].item() if isinstance(v[0], np.generic) else v[0] for k, v in cols.items()}
+
+
+def on_distinct(fn: Callable[..., dict], *keys) -> dict:
+    """``fn(*key_arrays)`` -> dict of arrays, evaluated on the distinct rows of ``keys`` only (numpy
+    arrays of those rows) and broadcast back to every row."""
+    code, first = factorize(*keys)
+    small = [np.broadcast_to(np.asarray(k), code.shape).ravel()[first] for k in keys]
+    return {k: np.broadcast_to(np.asarray(v, dtype=float), first.shape)[code] for k, v in fn(*small).items()}
+
+
+
+
+
+
+
+
+
+
+def on_flag(fn: Callable[..., dict], flag, *keys) -> dict:
+    """``fn(value, *key_arrays)`` -> dict of arrays, evaluated on the rows where ``flag`` is True (value
+    True) and on those where it is False apart, for code that takes one branch per call; merged in row
+    order."""
+    flag = np.asarray(flag, dtype=bool)
+    keys = tuple(np.asarray(k) for k in keys)
+    if flag.all() or not flag.any():
+        return fn(bool(flag.all() and flag.size), *keys)
+    out: dict = {}
+    for value in (True, False):
+        rows = flag == value
+        for name, col in fn(value, *(k[rows] for k in keys)).items():
+            if name not in out:
+                out[name] = np.zeros(flag.shape, dtype=np.result_type(col))
+            out[name][rows] = col
+    return out

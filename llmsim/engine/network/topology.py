@@ -1,0 +1,135 @@
+"""Placing parallel groups on the network's tiers.
+
+Ranks are numbered with the dimensions of ``parallel.order`` innermost first (default tp, cp, ep, dp, pp,
+as Megatron-LM lays them out). A group of ``n`` ranks whose members sit ``stride`` ranks apart has
+min(n, tier_size / stride) members inside one domain of each tier; the ratio between consecutive tiers
+is that level's rank count in the group's ``Path``. What a rank gets on a level depends on the tier's
+topology: a switch or fat-tree gives its full per-device bandwidth (a fat-tree divided by its
+oversubscription once the group leaves a leaf switch); a dragonfly its global-link share once the group
+leaves a dragonfly group; a torus the links of the dimensions the group spans.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from llmsim.engine import calibration as cal
+from llmsim.engine.columns import factorize
+from llmsim.engine.network.collectives import collective_columns
+from llmsim.engine.network.path import Level, Path
+from llmsim.engine.types import Network, Tier
+
+
+def strides(order: tuple[str, ...], degrees: dict[str, int]) -> dict[str, int]:
+    out, acc = {}, 1
+    for dim in order:
+        out[dim] = acc
+        acc = acc * degrees[dim]  # not *=: with numpy degrees that would alter the strides stored above
+    return out
+
+
+def group_span(order: tuple[str, ...], degrees: dict[str, int], dim: str) -> int:
+    """Consecutive ranks a ``dim`` group spans."""
+    return strides(order, degrees)[dim] * degrees[dim]
+
+
+def torus_extents(dims: tuple[int, ...], stride: int, count: int) -> tuple[int, ...]:
+    """Extent in each torus dimension (filled in order) of ``count`` ranks ``stride`` apart."""
+    out = []
+    for d in dims:
+        if count <= 1:
+            break
+        if stride >= d:
+            stride = max(1, stride // d)
+            continue
+        e = min(count, max(1, d // stride))
+        out.append(e)
+        count = math.ceil(count / e)
+        stride = 1
+    return tuple(out)
+
+
+def _level(network: Network, i: int, ranks: int, stride: int, span: int) -> Level:
+    """What each of a group's ranks gets on tier ``i``; ``stride`` and ``span`` in devices."""
+    tier: Tier = network.tiers[i]
+    eff = cal.SCALEUP_LINK_EFFICIENCY if i == 0 else cal.SCALEOUT_LINK_EFFICIENCY
+    bw = tier.bw_bytes_per_s * eff
+    extents: tuple[int, ...] = ()
+    inner_size = network.tiers[i - 1].size if i else 1
+    if tier.topology == "fat-tree":
+        # a leaf switch has radix/2 down-ports: radix/2 nodes per rail when rail-optimised (each GPU's NIC
+        # on its own rail), else radix/2 NICs; beyond a leaf the traffic meets the oversubscribed uplinks
+        # (no radix given: every group on this tier is taken to cross the spine)
+        leaf = tier.radix // 2 * (inner_size if tier.rail_optimized else 1) if tier.radix else 0
+        if span > leaf:
+            bw /= tier.oversubscription
+    elif tier.topology == "dragonfly":
+        if tier.group_size and span > tier.group_size and tier.global_bw_bytes_per_s:
+            bw = min(bw, tier.global_bw_bytes_per_s * eff)
+    elif tier.topology in ("torus2d", "torus3d"):
+        extents = torus_extents(tier.dims, max(1, stride // inner_size), ranks)
+        bw = bw * len(extents) / len(tier.dims)  # the used dimensions' links of the rank's 2*D links
+    elif tier.topology == "ring":
+        pass  # both directions of the ring: the tier's figure already counts the two links
+    else:  # switch, full-mesh: oversubscription if the preset gives one
+        bw /= tier.oversubscription
+    return Level(tier.name, tier.topology, ranks, bw, tier.latency_s, tier.in_network_reduction,
+                 tier.bw_bytes_per_s, extents, scale_up=i == 0)
+
+
+def _members(n: int, inside: int, room: int) -> int:
+    """Group members per domain of a tier that has ``room`` for them: the largest multiple of ``inside``
+    dividing ``n`` that fits, so that every domain holds the same share (a group of 16 ranks 8 apart on
+    72-GPU racks counts as 2 racks of 8, not 9 + 7)."""
+    if room >= n:
+        return n
+    rest = n // inside
+    return inside * max(d for d in range(1, rest + 1) if rest % d == 0 and inside * d <= max(room, inside))
+
+
+def path_of(network: Network, stride: int, n: int) -> Path:
+    """Path of ``n`` ranks ``stride`` apart."""
+    levels, inside = [], 1
+    for i, tier in enumerate(network.tiers):
+        last = i == len(network.tiers) - 1
+        members = n if last else _members(n, inside, max(1, tier.size // stride))
+        if members > inside:
+            levels.append(_level(network, i, members // inside, stride, stride * members))
+            inside = members
+        if inside >= n:
+            break
+    return Path(tuple(levels))
+
+
+def group_path(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Path:
+    """The path a ``dim`` group communicates over."""
+    return path_of(network, strides(order, degrees)[dim], degrees[dim])
+
+
+def neighbour_path(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Path:
+    """The path between a rank and its next ``dim`` neighbour (pipeline send/recv)."""
+    return path_of(network, strides(order, degrees)[dim], 2 if degrees[dim] > 1 else 1)
+
+
+def group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks=None) -> tuple[np.ndarray, np.ndarray]:
+    """(times, names "OP ALGORITHM/PROTOCOL on TIERS") of ``op`` over groups of ``ranks`` ranks ``stride``
+    apart (arrays: a sweep's rows) placed as groups of ``path_ranks`` (default ``ranks``) are; each
+    distinct group is placed once and timed on all its rows' sizes at once. Groups of one rank, or
+    nothing to send, take no time (name None)."""
+    path_ranks = ranks if path_ranks is None else path_ranks
+    S, n, st, pn = np.broadcast_arrays(np.asarray(nbytes, dtype=float), ranks, stride, path_ranks)
+    times, names = np.zeros(S.shape), np.full(S.shape, None, dtype=object)
+    if not S.size:
+        return times, names
+    one = all(k.min() == k.max() for k in (n, st, pn))  # one group: no need to number the keys
+    code, first = (np.zeros(S.shape, dtype=np.int64), np.zeros(1, dtype=np.int64)) if one else factorize(n, st, pn)
+    for c, i in enumerate(first):
+        k = n.flat[i]
+        if k <= 1:
+            continue
+        rows = code == c
+        timed = collective_columns(op, S[rows], path_of(net, int(st.flat[i]), int(pn.flat[i])).resized(int(k)))
+        times[rows], names[rows] = timed.times, timed.names(op)
+    return times, names

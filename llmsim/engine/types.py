@@ -1,0 +1,165 @@
+"""Plain frozen values the engine computes on, in SI units (names carry units).
+
+The spec layer validates user input and converts it into these; the engine never sees pydantic
+objects or raw dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Bytes per element as stored. fp8: per-tensor scaling (Transformer Engine, TensorRT-LLM FP8), no block
+# scales. fp4 is NVFP4: 4-bit E2M1 values plus one E4M3 scale per 16 values = 4.5 bits = 0.5625 B (NeMo
+# AutoModel nvfp4 docs, "0.5625 bytes per parameter", https://docs.nvidia.com/nemo/automodel/nemo-automodel/nemo_automodel/components/quantization/nvfp4 ;
+# Intel Neural Compressor NVFP4 table https://intel.github.io/neural-compressor/latest/docs/source/3x/PT_NVFP4Quant.html)
+PRECISION_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5625}
+
+
+@dataclass(frozen=True)
+class MoE:
+    experts: int
+    top_k: int
+    shared_experts: int
+    expert_ffn_hidden: int
+    first_dense_layers: int
+    capacity_factor: float | None
+
+
+@dataclass(frozen=True)
+class MLA:
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    layers: int
+    hidden: int
+    ffn_hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    activation: str
+    tied_embeddings: bool
+    bias: bool
+    moe: MoE | None = None
+    dropout: float = 0.0
+    mla: MLA | None = None
+
+    @property
+    def gated(self) -> bool:
+        """Gated MLPs (SwiGLU, GeGLU) have three weight matrices instead of two."""
+        return self.activation in ("swiglu", "geglu")
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    name: str
+    peak_flops_per_s: dict[str, float]  # dense, per precision
+    measured_matmul_flops_per_s: dict[str, float]
+    hbm_bytes: float
+    hbm_bw_bytes_per_s: float
+    sram_bytes: float
+    scaleup_bw_bytes_per_s: float  # per direction
+    scaleout_bw_bytes_per_s: float  # per direction
+    tdp_w: float | None
+    die_area_mm2: float | None = None
+    num_dies: int | None = None
+    hbm_stacks: int | None = None
+    list_price_usd: float | None = None
+    cloud_usd_per_hour: float | None = None
+    # kernel -> (forward, backward) FLOP/s of fused attention; empty: derived from the matmul efficiency
+    attention_flops_per_s: dict[str, tuple[float, float]] = field(default_factory=dict)
+    device_cost_usd: float | None = None  # manufacturing cost (silicon cost model), when it can be derived
+
+    def peak(self, precision: str) -> float:
+        """Dense peak FLOP/s at ``precision``; 0 when the device does not support it."""
+        return self.peak_flops_per_s.get(precision, 0.0)
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    size: int
+    topology: str
+    bw_bytes_per_s: float  # per device per direction
+    latency_s: float
+    oversubscription: float = 1.0
+    in_network_reduction: bool = False
+    dims: tuple[int, ...] = ()
+    radix: int | None = None
+    levels: int | None = None
+    rail_optimized: bool = False
+    group_size: int | None = None
+    global_bw_bytes_per_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    tiers: tuple[Tier, ...]
+
+
+@dataclass(frozen=True)
+class Parallel:
+    tp: int
+    pp: int
+    dp: int | None
+    cp: int
+    ep: int
+    sequence_parallel: bool
+    tp_comm_overlap: bool
+    flash_attention: bool
+    microbatch_size: int
+    virtual_stages: int
+    recompute: str
+    zero_stage: int
+    order: tuple[str, ...]
+    attention_kernel: str = "auto"
+    grad_reduce_dtype: str = "auto"  # auto | fp32 | bf16 (memory.grad_bytes)
+    optimizer_states: str = "fp32"  # fp32 | fp32-remainders | bf16 (memory.OPTIMIZER_STATE_BYTES)
+
+
+@dataclass(frozen=True)
+class Workload:
+    mode: str
+    precision: str
+    seq_len: int
+    global_batch_size: int | None = None
+    batch_size: int | str | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    kv_precision: str | None = None
+
+
+@dataclass(frozen=True)
+class CostRates:
+    """Prices and rates of a scenario's ``cost`` section (defaults and sources in spec/scenario.py;
+    used by cost/system.py)."""
+
+    host_usd_per_device: float
+    host_power_w_per_device: float
+    switch_port_usd: float
+    link_usd: float
+    switch_radix: int
+    pue: float
+    electricity_usd_per_kwh: float
+    amortization_years: float
+    device_price_usd: float | None = None  # overrides the preset's list price
+    cloud_usd_per_device_hour: float | None = None  # rent instead of own
+
+
+@dataclass(frozen=True)
+class Scenario:
+    model: Model
+    accelerator: Accelerator
+    num_devices: int
+    network: Network
+    parallel: Parallel
+    workload: Workload
+    names: dict[str, str] = field(default_factory=dict)  # preset names for the output record
+    cost: CostRates | None = None  # prices and rates of the scenario's cost section

@@ -1,0 +1,144 @@
+"""Rich tables for one estimate: headline, time breakdown, memory breakdown, collectives."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from llmsim.output.writers import fmt_number
+
+TIME_ROWS = [
+    ("compute (fwd + bwd + recompute + optimizer)", "compute_time_s"),
+    ("tensor-parallel comm (exposed)", "tp_comm_time_s"),
+    ("context-parallel comm (exposed)", "cp_comm_time_s"),
+    ("expert-parallel all-to-all (exposed)", "ep_comm_time_s"),
+    ("pipeline send/recv", "pp_comm_time_s"),
+    ("data-parallel comm (exposed)", "dp_comm_exposed_time_s"),
+    ("pipeline bubble", "bubble_time_s"),
+    ("fixed per-step overhead", "overhead_time_s"),
+]
+MEMORY_ROWS = [
+    ("weights", "weights_gb"), ("gradients", "grads_gb"), ("optimizer states", "optimizer_gb"),
+    ("activations (incl. fragmentation)", "activations_gb"), ("runtime reserve", "reserved_gb"),
+]
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+INFERENCE_TIME_ROWS = [
+    ("prefill compute", "prefill_compute_time_s"), ("prefill communication", "prefill_comm_time_s"),
+]
+DECODE_ROWS = [("decode compute", "decode_compute_time_s"), ("decode communication", "decode_comm_time_s")]
+INFERENCE_MEMORY_ROWS = [
+    ("weights", "weights_gb"), ("KV cache", "kv_cache_gb"), ("activation workspace", "activations_gb"),
+    ("runtime reserve", "reserved_gb"),
+]
+
+
+def _headline(title: str, rec: dict, rows: list[tuple[str, str]]) -> Table:
+    """The key figures of an estimate, with memory per device and whether it fits last."""
+    head = Table(title=title, show_header=False, title_justify="left")
+    head.add_column("metric")
+    head.add_column("value", justify="right")
+    for label, value in rows:
+        head.add_row(label, value)
+    fits = "[green]fits[/green]" if rec["fits_in_memory"] else "[bold red]DOES NOT FIT[/bold red]"
+    head.add_row("memory per device", f"{fmt_number(rec['memory_per_device_gb'])} GB  {fits}")
+    return head
+
+
+def _cost_table(rec: dict) -> Table:
+    """Capex, power and cost per token (``cost`` section of the scenario)."""
+    table = Table(title="Cost (cost section of the scenario; devices at TDP)", show_header=False,
+                  title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [("device manufacturing cost", "device_cost_usd", "USD"), ("device price", "device_price_usd", "USD"),
+            ("system capex", "system_capex_usd", "USD"), ("  of which scale-out network", "network_capex_usd", "USD"),
+            ("system power (with PUE)", "system_power_w", "W"), ("cost per hour", "cost_per_hour_usd", "USD/h"),
+            ("energy per token", "energy_per_token_j", "J"),
+            ("cost per million tokens", "cost_per_million_tokens_usd", "USD")]
+    for label, key, unit in rows:
+        table.add_row(label, f"{fmt_number(rec.get(key))} {unit}")
+    return table
+
+
+def print_inference(rec: dict) -> None:
+    console = Console()
+    title = (f"{rec['model']} on {rec['num_devices']} x {rec['accelerator']} ({rec['network']}), "
+             f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} ep={rec['ep']}, batch {rec['batch_size']} x "
+             f"({rec['input_len']} in + {rec['output_len']} out) tokens, {rec['precision']} "
+             f"(KV {rec['kv_precision']})")
+    console.print(_headline(title, rec, [
+        ("time to first token (TTFT)", f"{fmt_number(rec['ttft_s'] * 1e3)} ms"),
+        ("time per output token (TPOT)", f"{fmt_number(rec['tpot_s'] * 1e3)} ms"),
+        ("end-to-end latency", f"{fmt_number(rec['e2e_latency_s'])} s"),
+        ("throughput", (f"{fmt_number(rec['throughput_tokens_per_s'])} output tokens/s "
+                       f"({fmt_number(rec['throughput_tokens_per_s_per_device'])} per device)"))]))
+    console.print(_breakdown("Time to first token", "time (s)", INFERENCE_TIME_ROWS, rec, rec["ttft_s"], True))
+    console.print(_breakdown("One decode step (mean over the output)", "time (s)", DECODE_ROWS, rec,
+                             rec["tpot_s"], True))
+    console.print(_breakdown("Memory per device", "GB", INFERENCE_MEMORY_ROWS, rec, rec["memory_per_device_gb"],
+                             False))
+    console.print(_cost_table(rec))
+    if rec.get("tp_collective"):
+        console.print(f"tensor-parallel all-reduce (decode): {rec['tp_collective']}")
+
+
+def print_estimate(rec: dict) -> None:
+    if rec.get("mode") == "inference":
+        print_inference(rec)
+        return
+    console = Console()
+    title = (f"{rec['model']} on {rec['num_devices']} x {rec['accelerator']} ({rec['network']}), "
+             f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} cp={rec['cp']} ep={rec['ep']}, "
+             f"mb={rec['microbatch_size']} x {rec['microbatches']}, {rec['precision']}, "
+             f"recompute={rec['recompute']}, ZeRO-{rec['zero_stage']}")
+    console.print(_headline(title, rec, [
+        ("step time", f"{fmt_number(rec['step_time_s'])} s"),
+        ("throughput", (f"{fmt_number(rec['tokens_per_s'])} tokens/s "
+                       f"({fmt_number(rec['tokens_per_s_per_device'])} per device)")),
+        ("MFU", f"{100 * rec['mfu']:.1f}%"),
+        ("model FLOPs per step", f"{fmt_number(rec['model_flops_per_step'])} FLOP")]))
+
+    console.print(_breakdown("Step time breakdown", "time (s)", TIME_ROWS, rec, rec["step_time_s"], skip_zero=True))
+    stage = {"first": "first pipeline stage", "last": "last pipeline stage"}.get(rec.get("memory_stage"), "busiest stage")
+    console.print(_breakdown(f"Memory per device ({stage if rec['pp'] > 1 else 'one stage'})", "GB", MEMORY_ROWS,
+                             rec, rec["memory_per_device_gb"], skip_zero=False))
+    console.print(_cost_table(rec))
+    coll = Table(title="Collectives (main operation of each parallel dimension)", title_justify="left")
+    coll.add_column("dimension")
+    coll.add_column("operation algorithm/protocol on tiers")
+    for dim in ("tp", "dp", "ep", "pp"):
+        if rec.get(f"{dim}_collective"):
+            coll.add_row(dim, rec[f"{dim}_collective"])
+    if coll.row_count:
+        console.print(coll)
+
+
+def _breakdown(title: str, unit: str, rows: list[tuple[str, str]], rec: dict, whole: float,
+               skip_zero: bool) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("part")
+    table.add_column(unit, justify="right")
+    table.add_column("share", justify="right")
+    for label, key in rows:
+        if rec.get(key) or not skip_zero:
+            table.add_row(label, fmt_number(rec[key]), _pct(rec[key], whole))
+    table.add_row("[bold]total[/bold]", f"[bold]{fmt_number(whole)}[/bold]", "100%")
+    return table
+
+
+def print_operators(rows: list[dict]) -> None:
+    """The ``--ops`` table: one block per phase."""
+    from llmsim.output.writers import print_table
+
+    headers = {"flops": "FLOPs", "bytes": "bytes", "intensity_flop_per_byte": "FLOP/byte",
+               "ridge_flop_per_byte": "ridge FLOP/byte", "time_s": "time (s)", "time_share": "share"}
+    cols = ["op", "flops", "bytes", "intensity_flop_per_byte", "ridge_flop_per_byte", "bound", "time_s",
+            "time_share"]
+    for phase in dict.fromkeys(r["phase"] for r in rows):
+        block = [dict(r, time_share=f"{100 * r['time_share']:.1f}%") for r in rows if r["phase"] == phase]
+        print_table(block, cols, title=f"Operators: {phase} (per device)", headers=headers)

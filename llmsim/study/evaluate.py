@@ -1,0 +1,182 @@
+"""Evaluating one chunk of a sweep (a worker's index range) as columns.
+
+The points' axis values are decoded from their indices as arrays. Points are grouped by their
+categorical values (every zip row and every axis that is not a count: accelerator, network,
+precision, recompute, ...); each group's scenario is validated once, and its splits (device count, tp,
+pp, dp, cp, ep, microbatch, virtual stages, global batch; inference: batch size, input and output
+length) go through the engine as numpy columns (``estimate.training_record`` / ``inference_record``,
+the functions ``llmsim estimate`` uses for one point).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from llmsim.engine.columns import factorize
+from llmsim.engine.split import SPLIT_INPUTS, Split, inputs_of, split_arrays
+from llmsim.spec.errors import SpecError
+from llmsim.spec.expr import Expr
+from llmsim.spec.yamlio import Document
+
+# dotted scenario path -> split input evaluated as a column
+VECTOR_PATHS = {("system", "num_devices"): "num_devices", ("workload", "global_batch_size"): "global_batch_size",
+                **{("parallel", k): k for k in ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages")},
+                **{("workload", k): k for k in ("batch_size", "input_len", "output_len")}}  # inference
+
+
+def _counts(values) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values)
+
+
+_REGISTRIES: dict = {}  # per worker process: presets parsed once, not once per chunk
+
+
+class _Context:
+    """What every group of a chunk shares: the spec, the preset registry, compiled constraints."""
+
+    def __init__(self, spec, preset_dirs):
+        from llmsim.spec.presets import PresetRegistry
+
+        if preset_dirs not in _REGISTRIES:
+            _REGISTRIES[preset_dirs] = PresetRegistry(list(preset_dirs))
+        self.spec, self.registry = spec, _REGISTRIES[preset_dirs]
+        self.checks = [Expr(c) for c in spec.constraints]
+        self.doc = Document(spec.base, spec.source)
+
+    def scenario(self, overrides):
+        from llmsim.spec.convert import scenario_values
+        from llmsim.spec.load import apply_overrides, resolve_presets
+        from llmsim.spec.scenario import ScenarioSpec
+        from llmsim.spec.validation import validate
+
+        data = copy.deepcopy(self.spec.base)
+        apply_overrides(data, overrides, self.registry)
+        resolve_presets(data, self.doc, self.registry)
+        return scenario_values(validate(ScenarioSpec, data, self.doc))
+
+    def constrain(self, cols: dict, reasons: np.ndarray) -> None:
+        for c in self.checks:
+            missing = [n for n in c.names if n not in cols]
+            if missing:
+                raise SpecError(f"constraint {c.text!r} names unknown column {missing[0]!r}",
+                                file=self.spec.source, path="constraints")
+            fail = ~c.mask(cols) & pd.isna(reasons)
+            reasons[fail] = f"constraint {c.text}"
+
+
+def evaluate_chunk(spec, preset_dirs: tuple[str, ...], start: int, stop: int) -> pd.DataFrame:
+    """Rows of points ``start`` .. ``stop - 1``, in point order, with ``point`` and ``infeasible_reason``
+    (infeasible rows only with ``keep: all``)."""
+    ctx = _Context(spec, preset_dirs)
+    idx = np.arange(start, stop, dtype=np.int64)
+    rest, picks = idx, []
+    for _, values in reversed(spec.axes):  # mixed radix, the last axis fastest (SweepSpec.point)
+        rest, j = np.divmod(rest, len(values))
+        picks.append(j)
+    picks.reverse()
+    vec = [k for k, (path, values) in enumerate(spec.axes) if path in VECTOR_PATHS and _counts(values)]
+    cat = [k for k in range(len(spec.axes)) if k not in vec]
+    code, first = factorize(rest, *(picks[k] for k in cat))
+    order = np.argsort(code, kind="stable")
+    bounds = np.cumsum(np.bincount(code, minlength=len(first)))
+    frames = []
+    for g, i0 in enumerate(first):
+        rows = order[(bounds[g - 1] if g else 0):bounds[g]]
+        fixed = [(spec.axes[k][0], spec.axes[k][1][picks[k][i0]]) for k in cat]
+        if spec.zip_rows:
+            fixed += list(zip(spec.zip_paths, spec.zip_rows[rest[i0]], strict=True))
+        varied = {VECTOR_PATHS[spec.axes[k][0]]: np.asarray(spec.axes[k][1], dtype=np.int64)[picks[k][rows]]
+                  for k in vec}
+        frames.append(_group(ctx, idx[rows], fixed, varied, [spec.axes[k][0] for k in vec]))
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return out.sort_values("point", kind="stable", ignore_index=True) if len(out) else out
+
+
+def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataFrame:
+    """One group: fixed categorical overrides, split inputs (and inference batch and lengths) varying as
+    arrays."""
+    try:
+        sc = ctx.scenario(fixed + [(p, 1) for p in varied_paths])  # the varied counts checked below
+    except SpecError as err:
+        # the scenario key goes into the reason too: "required key is missing" alone names nothing
+        return _failed(ctx, points, fixed, varied, f"{err.path}: {err.message}" if err.path else err.message)
+    base = inputs_of(sc)
+    n = {k: varied.get(k, np.full(len(points), base[k]) if base[k] is not None else None) for k in SPLIT_INPUTS}
+    n = {k: v for k, v in n.items() if v is not None}
+    split, ok, reasons = _splits(sc, n, varied)
+    if sc.workload.mode == "training":
+        from llmsim.study.records import training_inputs, training_record
+
+        engine = lambda sub: training_record(sc, sub, n["num_devices"][ok], n["global_batch_size"][ok])
+        return _rows(ctx, points, ok, reasons, split, engine, lambda bad: training_inputs(
+            sc, {k: v[bad] for k, v in n.items()}))
+    from llmsim.engine.inference import no_batch_message, resolve_batches
+    from llmsim.study.records import inference_inputs, inference_record
+
+    w = sc.workload
+    isl = varied.get("input_len", np.full(len(points), w.input_len))
+    osl = varied.get("output_len", np.full(len(points), w.output_len))
+    asked = varied.get("batch_size", np.full(len(points), w.batch_size, dtype=object))
+    batch = asked[ok] if "batch_size" in varied else resolve_batches(sc, _subset(split, ok), isl[ok], osl[ok])
+    if (batch < 1).any():  # batch max: not one sequence fits
+        none = np.flatnonzero(ok)[batch < 1]
+        reasons[none] = [no_batch_message(sc, int(t)) for t in isl[none] + osl[none]]
+        batch, ok[none] = batch[batch >= 1], False
+    engine = lambda sub: inference_record(sc, sub, n["num_devices"][ok], batch, isl[ok], osl[ok])
+    return _rows(ctx, points, ok, reasons, split, engine, lambda bad: inference_inputs(
+        sc, {k: v[bad] for k, v in n.items()}, isl[bad], osl[bad], asked[bad]))
+
+
+def _splits(sc, n: dict, varied: dict) -> tuple[Split, np.ndarray, np.ndarray]:
+    """(split, mask of valid rows, first failing check's message per row) of the split inputs ``n``."""
+    split, ok, why = split_arrays(sc, n)
+    reasons = np.array([w[0] if w else None for w in why], dtype=object)
+    cp_rows = n["cp"] > 1
+    if sc.workload.mode == "inference" and "input_len" in varied and cp_rows.any():
+        # cp must divide each row's own prompt length: check those rows again with it
+        for length in np.unique(varied["input_len"][cp_rows]):
+            rows = cp_rows & (varied["input_len"] == length)
+            w = dataclasses.replace(sc.workload, input_len=int(length))
+            _, ok[rows], why = split_arrays(dataclasses.replace(sc, workload=w), {k: v[rows] for k, v in n.items()})
+            reasons[rows] = [x[0] if x else None for x in why]
+    largest = sc.network.tiers[-1].size
+    big = n["num_devices"] > largest
+    reasons[big] = [f"num_devices ({d}) exceeds the largest tier of network '{sc.network.name}' ({largest} "
+                    "devices)" for d in n["num_devices"][big]]
+    return split, ok & ~big, reasons
+
+
+def _subset(split: Split, rows) -> Split:
+    return Split(**{f: (np.asarray(getattr(split, f))[rows] if np.ndim(getattr(split, f)) else getattr(split, f))
+                    for f in Split.__dataclass_fields__})
+
+
+def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> pd.DataFrame:
+    """The group's frame: ``engine(valid splits)`` -> columns of the valid rows (reasons: does not fit,
+    constraints), with ``keep: all`` also the invalid rows' ``inputs(mask)`` and reasons."""
+    parts = []
+    if ok.any():
+        cols = engine(_subset(split, ok))
+        good = np.full(int(ok.sum()), None, dtype=object)
+        good[~cols["fits_in_memory"]] = "does not fit in memory"
+        ctx.constrain(cols, good)
+        parts.append(pd.DataFrame({"point": points[ok], **cols, "infeasible_reason": good}))
+    if ctx.spec.keep == "all" and not ok.all():
+        parts.append(pd.DataFrame({"point": points[~ok], **inputs(~ok), "infeasible_reason": reasons[~ok]}))
+    if not parts:
+        return pd.DataFrame()
+    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    return out if ctx.spec.keep == "all" else out[out["infeasible_reason"].isna()]
+
+
+def _failed(ctx, points, fixed, varied, message) -> pd.DataFrame:
+    if ctx.spec.keep != "all":
+        return pd.DataFrame()
+    # the output column of a scenario path is its last key (parallel.tp -> tp, system.accelerator -> accelerator)
+    cols = {p[-1]: [v] * len(points) for p, v in fixed}
+    cols.update({p[-1]: varied[k] for p, k in VECTOR_PATHS.items() if k in varied})
+    return pd.DataFrame({"point": points, **cols, "infeasible_reason": message})

@@ -1,0 +1,135 @@
+"""Glue between the CLI and the engine for one design point: flags -> scenario -> record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from llmsim.spec.presets import PresetRegistry
+
+DEFAULT_SCENARIO = Path(__file__).parent.parent / "scenarios" / "default.yaml"
+
+# CLI flag -> dotted path in the scenario
+FLAG_PATHS = {
+    "model": "model", "accelerator": "system.accelerator", "devices": "system.num_devices",
+    "network": "system.network", "tp": "parallel.tp", "pp": "parallel.pp", "dp": "parallel.dp",
+    "cp": "parallel.cp", "ep": "parallel.ep", "microbatch_size": "parallel.microbatch_size",
+    "global_batch_size": "workload.global_batch_size", "seq_len": "workload.seq_len",
+    "recompute": "parallel.recompute", "zero_stage": "parallel.zero_stage",
+    "precision": "workload.precision", "mode": "workload.mode", "batch_size": "workload.batch_size",
+    "input_len": "workload.input_len", "output_len": "workload.output_len",
+    "kv_precision": "workload.kv_precision",
+}
+
+def overrides_from_flags(flags: dict, sets: list[str]) -> list[str]:
+    out = [f"{FLAG_PATHS[k]}={v}" for k, v in flags.items() if v is not None]
+    return out + list(sets)
+
+
+def load(path: str | Path | None, registry: PresetRegistry, overrides: list[str]):
+    from llmsim.spec.convert import scenario_values
+    from llmsim.spec.load import load_scenario
+
+    spec = load_scenario(path, registry, overrides, default=DEFAULT_SCENARIO)
+    return scenario_values(spec)
+
+
+def record(sc) -> dict:
+    """Inputs and every output column of one design point, flat."""
+    from llmsim.engine.columns import first_row
+
+    w = sc.workload
+    if w.mode == "inference":
+        from llmsim.engine.inference import inference_point
+
+        sp, batch, isl, osl = inference_point(sc)
+        cols = inference_record(sc, sp, np.array([sc.num_devices]), batch, isl, osl)
+        return first_row(cols)
+    from llmsim.engine.split import resolve_split
+
+    sp = resolve_split(sc)
+    cols = training_record(sc, sp.as_column(), np.array([sc.num_devices]), np.array([w.global_batch_size]))
+    return first_row(cols)
+
+
+def _const(rows: int):
+    return lambda v: np.full(rows, v, dtype=object)
+
+
+def _system_inputs(sc, n: dict, const) -> dict:
+    """Model, hardware and split input columns shared by training and inference rows."""
+    return {"model": const(sc.names["model"]), "accelerator": const(sc.names["accelerator"]),
+            "network": const(sc.names["network"]), "num_devices": n["num_devices"], "tp": n["tp"],
+            "pp": n["pp"], "dp": n["dp"] if n.get("dp") is not None else const(None), "cp": n["cp"], "ep": n["ep"]}
+
+
+def inference_inputs(sc, n: dict, input_len, output_len, batch_size) -> dict:
+    """The input columns of inference rows whose split inputs are the arrays ``n`` (split.SPLIT_INPUTS;
+    dp may be missing: derived) serving ``batch_size`` (ints, or ``max``) x (``input_len`` +
+    ``output_len``) tokens."""
+    w = sc.workload
+    const = _const(len(n["tp"]))
+    return {**_system_inputs(sc, n, const), "mode": const(w.mode), "precision": const(w.precision), "kv_precision": const(w.kv_precision or w.precision),
+            "input_len": input_len, "output_len": output_len, "batch_size": batch_size}
+
+
+def inference_record(sc, split, num_devices, batch, input_len, output_len) -> dict:
+    """Input, engine and cost columns (arrays) of the valid inference splits ``split`` of ``sc``
+    (``batch``: resolved, at least 1)."""
+    from llmsim.engine.inference import inference_columns
+
+    inputs = {"num_devices": num_devices, "tp": split.tp, "pp": split.pp, "dp": split.dp, "cp": split.cp,
+              "ep": split.ep}
+    cols = inference_inputs(sc, inputs, input_len, output_len, batch)
+    cols.update(inference_columns(sc, split, batch, input_len, output_len, num_devices))
+    cols.update(_cost_columns(sc, cols["throughput_tokens_per_s"], num_devices))
+    return cols
+
+
+def training_inputs(sc, n: dict) -> dict:
+    """The input columns of training rows whose split inputs are the arrays ``n`` (split.SPLIT_INPUTS;
+    dp may be missing: derived)."""
+    p, w = sc.parallel, sc.workload
+    const = _const(len(n["tp"]))
+    return {**_system_inputs(sc, n, const), "microbatch_size": n["microbatch_size"], "virtual_stages": n["virtual_stages"],
+            "sequence_parallel": const(p.sequence_parallel), "recompute": const(p.recompute),
+            "zero_stage": const(p.zero_stage), "mode": const(w.mode), "precision": const(w.precision),
+            "seq_len": const(w.seq_len), "global_batch_size": n["global_batch_size"]}
+
+
+def training_record(sc, split, num_devices, global_batch_size) -> dict:
+    """Input, engine and cost columns (arrays) of the feasible training splits ``split`` of ``sc``."""
+    from llmsim.engine.training import training_columns
+
+    inputs = {"num_devices": num_devices, "tp": split.tp, "pp": split.pp, "dp": split.dp, "cp": split.cp,
+              "ep": split.ep, "microbatch_size": split.microbatch_size, "virtual_stages": split.virtual_stages,
+              "global_batch_size": global_batch_size}
+    cols = training_inputs(sc, inputs)
+    cols.update(training_columns(sc, split, num_devices, global_batch_size))
+    cols.update(_cost_columns(sc, cols["tokens_per_s"], num_devices))
+    return cols
+
+
+def _cost_columns(sc, tokens_per_s, num_devices=None) -> dict:
+    """Device manufacturing cost and the system's capex, power, $/hour and $ per million tokens
+    (numbers, or arrays when ``num_devices`` is an array)."""
+    from llmsim.engine.cost.system import system_cost, system_cost_columns
+
+    acc = sc.accelerator
+    price = acc.list_price_usd if acc.list_price_usd is not None else acc.device_cost_usd
+    price = price if price is not None else float("nan")
+    tdp = acc.tdp_w if acc.tdp_w is not None else float("nan")
+    if num_devices is None:
+        return {"device_cost_usd": acc.device_cost_usd,
+                **system_cost(sc.num_devices, price, tdp, sc.network, sc.cost, tokens_per_s)}
+    device_cost = np.full(len(num_devices), acc.device_cost_usd if acc.device_cost_usd is not None else np.nan)
+    return {"device_cost_usd": device_cost,
+            **system_cost_columns(num_devices, price, tdp, sc.network, sc.cost, tokens_per_s)}
+
+
+def operator_rows(sc) -> list[dict]:
+    """The per-operator table of ``llmsim estimate --ops``."""
+    from llmsim.engine.op_table import operator_table
+
+    return operator_table(sc)

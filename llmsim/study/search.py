@@ -1,0 +1,54 @@
+"""`llmsim search`: every feasible training split of a scenario, best first (a generated sweep).
+
+Searched: tp (powers of two within the scale-up domain that divide the heads), pp (divisors of the
+device count up to the layer count), ep (powers of two dividing the expert count, MoE models only), cp
+(1, 2, 4, 8 for sequences of 8,192 tokens or more, where context parallelism pays for its ring
+exchange: Megatron-Core's context-parallel guide recommends it for long sequences), microbatch size
+1/2/4, recompute none/selective/full and ZeRO stage 0-3; dp follows. Splits that are impossible or do
+not fit in memory are dropped.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from llmsim.spec.sweep import SweepSpec
+
+MAX_PP = 64
+CP_MIN_SEQ = 8192
+CPS = (1, 2, 4, 8)
+MICROBATCHES = (1, 2, 4)
+RECOMPUTE = ("none", "selective", "full")
+ZERO = (0, 1, 2, 3)
+SHOWN = ["tp", "pp", "dp", "ep", "cp", "microbatch_size", "recompute", "zero_stage", "step_time_s", "tokens_per_s",
+         "mfu", "memory_per_device_gb", "cost_per_million_tokens_usd"]
+
+
+def search_spec(base: dict, source: str, sc, objective: str, maximize: bool) -> SweepSpec:
+    """The sweep of ``base`` over the split axes, for scenario values ``sc`` (sizes, heads, layers)."""
+    n, m = sc.num_devices, sc.model
+    scale_up = sc.network.tiers[0].size
+    tps = tuple(t for t in (1, 2, 4, 8, 16, 32, 64, 128) if t <= min(n, scale_up) and n % t == 0
+                and m.heads % t == 0)
+    pps = tuple(p for p in range(1, min(n, m.layers, MAX_PP) + 1) if n % p == 0)
+    experts = m.moe.experts if m.moe else 1
+    eps = tuple(e for e in (1, 2, 4, 8, 16, 32, 64, 128, 256) if e <= min(n, experts) and experts % e == 0)
+    cps = tuple(c for c in CPS if c <= n) if sc.workload.seq_len >= CP_MIN_SEQ else (1,)
+    data = copy.deepcopy(base)
+    data.setdefault("parallel", {}).pop("dp", None)  # derived for each split
+    axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps),
+            (("parallel", "cp"), cps),
+            (("parallel", "microbatch_size"), MICROBATCHES), (("parallel", "recompute"), RECOMPUTE),
+            (("parallel", "zero_stage"), ZERO))
+    return SweepSpec(source, data, axes, (), (), (), ((objective, maximize),))
+
+
+def base_of(path: str | Path | None, default: Path, overrides: list[str], registry) -> dict:
+    """The scenario mapping (preset names kept) with the command-line overrides applied."""
+    from llmsim.spec.load import apply_overrides, parse_override
+    from llmsim.spec.yamlio import load_yaml
+
+    data = copy.deepcopy(load_yaml(path if path is not None else default).data)
+    apply_overrides(data, [parse_override(o) for o in overrides], registry)
+    return data

@@ -1,0 +1,137 @@
+"""`llmsim sweep`: a sweep spec (``spec/sweep.py``) evaluated in chunks with joblib and ranked by Pareto
+front. ``compare: COLUMN`` adds ``COLUMN_vs_previous`` and ``COLUMN_vs_first``, ratios in point order, and
+``COLUMN_share``, each factor's share of the total log-ratio: a one-factor-at-a-time study prints each
+factor, the cumulative product and how much of the whole each factor accounts for.
+"""
+
+from __future__ import annotations
+
+from llmsim.spec.errors import SpecError
+from llmsim.spec.sweep import SweepSpec
+
+
+def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, stop: int, front_only: bool = False):
+    """Rows (a DataFrame) of points ``start`` .. ``stop - 1``: a worker's chunk (sweep_eval.py). With
+    ``front_only`` only the chunk's Pareto front is returned: a point on the sweep's front is on its
+    chunk's front, so the reduction loses nothing and keeps the workers' results small."""
+    from llmsim.study.evaluate import evaluate_chunk
+
+    rows = evaluate_chunk(spec, preset_dirs, start, stop)
+    if front_only and spec.objectives and len(rows):
+        ranked = rank(rows, spec.objectives)
+        rows = ranked[ranked["pareto_rank"] == 0].drop(columns="pareto_rank")
+        rows = rows.sort_values("point", ignore_index=True)
+    return rows
+
+
+def chunks(n: int, size: int) -> list[tuple[int, int]]:
+    return [(a, min(a + size, n)) for a in range(0, n, size)]
+
+
+CHUNK = 8192  # points per task: large enough that numpy amortises the per-group work
+
+
+def run(spec: SweepSpec, preset_dirs: tuple[str, ...], jobs: int = 1, chunk: int = CHUNK, progress=None,
+        front_only: bool = False):
+    """All kept rows (a DataFrame in point order), chunk by chunk over ``jobs`` joblib workers (the
+    active joblib backend); each worker expands its own index range from the spec (``front_only``:
+    and returns only its chunk's Pareto front)."""
+    import pandas as pd
+    from joblib import Parallel, delayed
+
+    parts = chunks(spec.size, chunk)
+    tasks = (delayed(evaluate_range)(spec, preset_dirs, a, b, front_only) for a, b in parts)
+    out = []
+    for frame in Parallel(n_jobs=jobs, return_as="generator")(tasks):
+        if len(frame):
+            out.append(frame)
+        if progress:
+            progress(len(parts))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def rank_order(values, feasible, maximize: list[bool]):
+    """(ranks, order) of all rows: ``order`` puts the feasible rows by Pareto rank, then by the first
+    objective (best first), then the infeasible rows in point order; ``ranks`` is an object array, None
+    for infeasible rows."""
+    import numpy as np
+
+    from llmsim.study.pareto import order
+
+    good = np.flatnonzero(feasible)
+    ranks = np.full(len(feasible), None, dtype=object)
+    r, idx = order(values[good], maximize)
+    ranks[good] = r.tolist()
+    return ranks, np.concatenate([good[idx], np.flatnonzero(~feasible)])
+
+
+def _numeric(rows, col: str):
+    import pandas as pd
+
+    return pd.to_numeric(rows[col], errors="coerce").to_numpy(float)
+
+
+def check_objectives(columns: list[str], objectives, source: str = "") -> None:
+    for col, _ in objectives:
+        if col not in columns:
+            raise SpecError(f"objective column {col!r} is not an output column; e.g. "
+                            f"{', '.join(columns[1:9])}, ...", file=source, path="objectives")
+
+
+def rank(rows, objectives: tuple[tuple[str, bool], ...]):
+    """Rows with ``pareto_rank`` (feasible rows only; infeasible last), best first."""
+    import numpy as np
+
+    if not objectives or not len(rows):
+        return rows
+    feasible = rows["infeasible_reason"].isna().to_numpy() if "infeasible_reason" in rows else np.ones(len(rows), bool)
+    check_objectives(list(rows.columns), objectives)
+    vals = np.column_stack([_numeric(rows, c) for c, _ in objectives])
+    ranks, idx = rank_order(vals, feasible, [m for _, m in objectives])
+    return rows.iloc[idx].assign(pareto_rank=ranks[idx]).reset_index(drop=True)
+
+
+def ratios(value, ok):
+    """(vs_previous, vs_first, share): each feasible value over the previous and the first feasible one
+    (values in point order; NaN where not ``ok`` and, for vs_first, at the first feasible value itself),
+    and each factor's share of the whole: log(vs_previous) / log(last vs_first), so the shares sum to 1
+    (a factor multiplies, so its share of a product is its share of the log)."""
+    import numpy as np
+    import pandas as pd
+
+    value = pd.Series(np.where(ok, value, np.nan))
+    first = np.flatnonzero(ok)
+    ref = value.iloc[first[0]] if len(first) else np.nan
+    vs_first = (value / ref).to_numpy(copy=True)
+    if len(first):
+        vs_first[first[0]] = np.nan
+    vs_previous = (value / value.ffill().shift()).to_numpy()
+    total = vs_first[first[-1]] if len(first) > 1 else np.nan
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.log(vs_previous) / np.log(total) if total > 0 and total != 1 else np.full(len(value), np.nan)
+    return vs_previous, vs_first, share
+
+
+def compare_columns(col: str) -> list[str]:
+    return [f"{col}_vs_previous", f"{col}_vs_first", f"{col}_share"]
+
+
+def compare(rows, col: str | None, source: str = ""):
+    """``col_vs_previous``, ``col_vs_first`` and ``col_share``: each row's ``col`` over the previous and
+    the first feasible row's, in point order (rows come from ``run`` in point order), and the factor's
+    share of the total (``ratios``)."""
+    import numpy as np
+
+    if not col or not len(rows):
+        return rows
+    if col not in rows:
+        raise SpecError(f"compare column {col!r} is not an output column", file=source, path="compare")
+    ok = rows["infeasible_reason"].isna().to_numpy() if "infeasible_reason" in rows else np.ones(len(rows), bool)
+    return rows.assign(**dict(zip(compare_columns(col), ratios(_numeric(rows, col), ok), strict=True)))
+
+
+def columns(rows) -> list[str]:
+    """Output columns: the record's, then pareto_rank and infeasible_reason (``rows``: a frame or names)."""
+    seen = list(getattr(rows, "columns", rows))
+    tail = [c for c in ("pareto_rank", "infeasible_reason") if c in seen]
+    return [c for c in seen if c not in tail and c != "point"] + tail

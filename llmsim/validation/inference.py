@@ -1,0 +1,66 @@
+"""Inference predictions held against the published serving benchmarks of the calibration set.
+
+The records are offline maximum-throughput runs (TensorRT-LLM ``trtllm-bench``, requests at infinite
+rate, uniform synthetic input/output lengths; MLPerf Offline). llmsim models them as a static batch as
+large as memory allows (``batch_size: max``): output tokens per second per device, the metric the
+records publish (data README, caveat 4).
+"""
+
+from __future__ import annotations
+
+from llmsim.validation.records import Skip, system_of
+
+# record model name prefix -> model preset of the same architecture (the presets cite their configs)
+MODELS = {"Llama 3.1 8B": "llama3-8b", "Llama 3.3 70B": "llama3-70b", "Llama 3.1 405B": "llama3-405b",
+          "Llama 2 70B": "llama2-70b", "Qwen3-235B-A22B": "qwen3-235b-a22b"}
+PRECISIONS = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "bf16": "bf16", "fp16": "fp16"}
+
+
+def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
+    """A scenario mapping for an inference record, and the assumptions made to complete it."""
+    m, hw, p, w = rec["model"], rec["hardware"], rec["parallel"], rec["workload"]
+    notes: list[str] = []
+    model = next((preset for prefix, preset in MODELS.items() if m["name"].startswith(prefix)), None)
+    if model is None:
+        raise Skip(f"no model preset for {m['name']}")
+    acc, net = system_of(rec)
+    if not w.get("isl") or not w.get("osl"):
+        raise Skip("input/output lengths not published (dataset-driven benchmark)")
+    precision = PRECISIONS.get(str(p.get("precision") or "").lower())
+    if precision is None:
+        raise Skip(f"precision {p.get('precision')} not modelled")
+    # NVIDIA ModelOpt FP8/FP4 checkpoints quantise the KV cache to FP8 (hf_quant_config kv_cache_quant_algo)
+    kv = "fp8" if precision in ("fp8", "fp4") else precision
+    if kv != precision:
+        notes.append("FP8 KV cache (ModelOpt checkpoint)")
+    tp, pp = p.get("tp") or 1, p.get("pp") or 1
+    ep = p.get("ep") or 1
+    parallel = {"tp": tp, "pp": pp, "ep": ep, "dp": hw["count"] // (tp * pp), "sequence_parallel": False}
+    scenario = {"model": model,
+                "system": {"accelerator": acc, "num_devices": hw["count"], "network": net},
+                "parallel": parallel,
+                "workload": {"mode": "inference", "precision": precision, "kv_precision": kv,
+                             "batch_size": "max", "input_len": w["isl"], "output_len": w["osl"],
+                             "seq_len": w["isl"] + w["osl"]}}
+    notes.append("batch = largest that fits (offline max throughput)")
+    return scenario, notes
+
+
+def measured_per_device(rec: dict) -> tuple[float, str]:
+    x = rec["metrics"]
+    if x.get("output_tokens_per_s_per_gpu"):
+        return float(x["output_tokens_per_s_per_gpu"]), "output tokens/s per GPU as published"
+    if x.get("output_tokens_per_s_total"):
+        return x["output_tokens_per_s_total"] / rec["hardware"]["count"], "output tokens/s / GPUs"
+    raise Skip("no output-throughput metric")
+
+
+def groups(rec: dict) -> dict:
+    return {"paper": "-", "framework": "MLPerf" if rec["id"].startswith("mlperf") else "TensorRT-LLM",
+            "hardware": rec["hardware"]["accelerator"]}
+
+
+def details(out: dict, how: str) -> dict:
+    """The columns of an inference row beyond the throughputs."""
+    return {"batch_size": out["batch_size"], "ttft_s": out["ttft_s"], "tpot_s": out["tpot_s"],
+            "fits_in_memory": out["fits_in_memory"]}

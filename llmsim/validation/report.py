@@ -1,0 +1,228 @@
+"""``llmsim validate --report DIR``: the validation as a Markdown report with parity plots.
+
+Writes ``DIR/README.md`` (no date, no timing: the same code and data give the same files),
+``DIR/parity-training.png`` and ``DIR/parity-inference.png``. Every file is written to a temporary
+file in ``DIR`` and renamed into place, so a reader never sees a half-written report.
+matplotlib is imported only here, with the non-interactive ``Agg`` backend.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from llmsim.spec.errors import SpecError
+
+TRAINING_PNG = "parity-training.png"
+INFERENCE_PNG = "parity-inference.png"
+_MARKERS = "osD^vP*X"
+
+
+def write_report(out_dir: str | Path, rows: list[dict], skipped: list[dict], inf_rows: list[dict],
+                 inf_skipped: list[dict]) -> list[Path]:
+    """Write the report into ``out_dir`` (created if missing); return the paths written."""
+    plt = _pyplot()
+    from llmsim.validation import runs as val
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / TRAINING_PNG, out / INFERENCE_PNG, out / "README.md"]
+    train_title = f"Training: {len(rows)} runs, mean abs. error {_pct(val.summary(rows)[0]['mean_abs_error'])}"
+    inf_title = (f"Inference: {len(inf_rows)} benchmarks, "
+                 f"mean abs. error {_pct(val.summary(inf_rows)[0]['mean_abs_error'])}")
+    _write_bytes(paths[0], parity_png(plt, rows, ("framework", "hardware"), "tokens/s per device", train_title))
+    _write_bytes(paths[1], parity_png(plt, inf_rows, ("hardware",), "output tokens/s per device", inf_title))
+    _write_bytes(paths[2], markdown(rows, skipped, inf_rows, inf_skipped, out_dir).encode("utf-8"))
+    return paths
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise SpecError("needs matplotlib: pip install 'llmsim[plot]'") from None
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Temporary file in the same folder, then rename; the mode a plain ``open`` would give."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------- plots
+
+def parity_png(plt, rows: list[dict], group_keys: tuple[str, ...], unit: str, title: str) -> bytes:
+    """Left: predicted against measured on log-log axes, y = x with +-10 % and +-20 % bands; right: the
+    error (predicted / measured - 1) against measured, same bands. One colour per value of the first
+    group key, one marker per value of the second. Returns PNG bytes."""
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, PercentFormatter
+
+    meas = np.array([r["measured_tokens_per_s_per_device"] for r in rows], dtype=float)
+    pred = np.array([r["predicted_tokens_per_s_per_device"] for r in rows], dtype=float)
+    err = 100 * (pred / meas - 1) if len(rows) else meas
+    lo, hi = (min(meas.min(), pred.min()) / 1.6, max(meas.max(), pred.max()) * 1.6) if len(rows) else (1.0, 10.0)
+    fig, (ax, res) = plt.subplots(1, 2, figsize=(12.5, 6.0), dpi=110, gridspec_kw={"width_ratios": (1.0, 0.9)})
+    xs = np.geomspace(lo, hi, 200)
+    ax.fill_between(xs, xs * 0.8, xs * 1.2, color="0.91", lw=0, label="±20 %", zorder=0)
+    ax.fill_between(xs, xs * 0.9, xs * 1.1, color="0.80", lw=0, label="±10 %", zorder=1)
+    ax.plot(xs, xs, color="0.25", lw=1.0, ls="--", label="predicted = measured", zorder=2)
+    res.axhspan(-20, 20, color="0.91", lw=0, zorder=0)
+    res.axhspan(-10, 10, color="0.80", lw=0, zorder=1)
+    res.axhline(0, color="0.25", lw=1.0, ls="--", zorder=2)
+    colour_values = sorted({r[group_keys[0]] for r in rows})
+    marker_values = sorted({r[group_keys[-1]] for r in rows}) if len(group_keys) > 1 else []
+    cmap = plt.get_cmap("tab10")
+    for key in sorted({tuple(r[k] for k in group_keys) for r in rows}):
+        sel = [i for i, r in enumerate(rows) if tuple(r[k] for k in group_keys) == key]
+        style = dict(s=44, color=cmap(colour_values.index(key[0]) % 10), edgecolor="black", linewidth=0.5,
+                     alpha=0.9, zorder=3,
+                     marker=_MARKERS[marker_values.index(key[-1]) % len(_MARKERS)] if marker_values else "o")
+        ax.scatter(meas[sel], pred[sel], label=f"{' · '.join(key)} ({len(sel)})", **style)
+        res.scatter(meas[sel], err[sel], **style)
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), aspect="equal",
+           xlabel=f"measured {unit}", ylabel=f"predicted {unit}", title="predicted vs measured")
+    span = max(30.0, 5 * math.ceil(float(np.abs(err).max()) / 5 + 1)) if len(rows) else 30.0
+    res.set_xscale("log")
+    res.set_xlim(lo, hi)
+    res.set_ylim(-span, span)
+    res.yaxis.set_major_formatter(PercentFormatter(decimals=0))
+    compact = FuncFormatter(lambda v, _: _compact(v))
+    for axis in (ax.xaxis, ax.yaxis, res.xaxis):
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(compact)
+        axis.set_minor_formatter(NullFormatter())
+    res.set(xlabel=f"measured {unit}", ylabel="error: predicted / measured - 1", title="error per record")
+    for a in (ax, res):
+        a.grid(True, which="major", color="0.85", lw=0.6)
+    ax.legend(loc="upper left", fontsize=8, framealpha=0.95)
+    fig.suptitle(title, fontsize=12)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _compact(v: float) -> str:
+    """Tick label: 500, 2k, 50k, 1M."""
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if v >= scale:
+            return f"{v / scale:g}{suffix}"
+    return f"{v:g}"
+
+
+# ------------------------------------------------------------------------------------------- markdown
+
+def markdown(rows: list[dict], skipped: list[dict], inf_rows: list[dict], inf_skipped: list[dict],
+             out_dir: str | Path = "docs/validation") -> str:
+    from llmsim.validation import runs as val
+
+    train_sum, inf_sum = val.summary(rows), val.summary(inf_rows)
+    lines = [
+        "# llmsim validation report",
+        "",
+        f"Generated by `llmsim validate --report {Path(out_dir).as_posix()}` from the calibration set",
+        "`llmsim/data/published_runs.yaml`; do not edit by hand.",
+        "Each record of the calibration set is converted into a scenario, estimated, and its predicted",
+        "throughput per device held against the measured one. Error = predicted / measured - 1; the mean",
+        "absolute error (MAE) is the mean of |error| over the records of a group.",
+        "",
+        (f"- **Training**: MAE **{_pct(train_sum[0]['mean_abs_error'])}** over {len(rows)} runs "
+        "(tokens/s per device)."),
+        (f"- **Inference**: MAE **{_pct(inf_sum[0]['mean_abs_error'])}** over {len(inf_rows)} benchmarks "
+        "(output tokens/s per device, offline maximum throughput)."),
+        f"- Not modelled: {len(skipped) + len(inf_skipped)} records (reasons [below](#records-not-modelled)).",
+        "",
+        f"How the model works, and every calibration factor: {_methodology_link(out_dir)}.",
+        "",
+        "## Training",
+        "",
+        f"![Training parity plot: predicted vs measured tokens/s per device]({TRAINING_PNG})",
+        "",
+        "Mean absolute error by group:",
+        "",
+    ]
+    lines += _table(["group", "value", "records", "MAE"],
+                    [[s["group"], s["value"], str(s["records"]), _pct(s["mean_abs_error"])] for s in train_sum],
+                    "llrr")
+    pairs = val.recompute_pairs(rows)
+    if pairs:
+        lines += ["", "Selective vs full recomputation speed-up (Korthikanti et al. 2022, Table 5):", ""]
+        lines += _table(["pair", "measured", "predicted", "difference"],
+                        [[p["pair"], _pct(p["measured_speedup"]), _pct(p["predicted_speedup"]),
+                          f"{p['difference_points']:+.1f} points"] for p in pairs], "lrrr")
+    lines += ["", "Every training record (measured throughput as the source gives it, or derived from its step",
+              "time or TFLOP/s with its own FLOP convention: column *measured from*):", ""]
+    lines += _table(
+        ["id", "framework", "hardware", "measured tok/s/dev", "predicted tok/s/dev", "error", "pred. MFU",
+         "fits", "measured from", "assumptions"],
+        [[f"`{r['id']}`", r["framework"], r["hardware"], _num(r["measured_tokens_per_s_per_device"]),
+          _num(r["predicted_tokens_per_s_per_device"]), _signed(r["rel_error"]), _pct(r["mfu"]),
+          "yes" if r["fits_in_memory"] else "**no**", r["measured_from"], r["assumptions"] or "-"]
+         for r in rows], "lllrrrrlll")
+    lines += ["", "## Inference", "",
+              f"![Inference parity plot: predicted vs measured output tokens/s per device]({INFERENCE_PNG})",
+              "", "Mean absolute error by group:", ""]
+    lines += _table(["group", "value", "records", "MAE"],
+                    [[s["group"], s["value"], str(s["records"]), _pct(s["mean_abs_error"])] for s in inf_sum],
+                    "llrr")
+    lines += ["", "Every inference record (batch: the largest static batch that fits, as llmsim resolves it):", ""]
+    lines += _table(
+        ["id", "hardware", "measured out tok/s/dev", "predicted out tok/s/dev", "error", "batch", "TTFT (s)",
+         "TPOT (ms)", "fits", "assumptions"],
+        [[f"`{r['id']}`", r["hardware"], _num(r["measured_tokens_per_s_per_device"]),
+          _num(r["predicted_tokens_per_s_per_device"]), _signed(r["rel_error"]), f"{r['batch_size']:,}",
+          f"{r['ttft_s']:.3g}", f"{1e3 * r['tpot_s']:.3g}", "yes" if r["fits_in_memory"] else "**no**",
+          r["assumptions"] or "-"] for r in inf_rows], "llrrrrrrll")
+    lines += ["", "## Records not modelled", ""]
+    both = [{"mode": "training", **s} for s in skipped] + [{"mode": "inference", **s} for s in inf_skipped]
+    lines += _table(["id", "mode", "reason"], [[f"`{s['id']}`", s["mode"], s["reason"]] for s in both], "lll") \
+        if both else ["None."]
+    return "\n".join(lines) + "\n"
+
+
+def _methodology_link(out_dir: str | Path) -> str:
+    """A relative link to docs/methodology.md when the report sits in a checkout that has it."""
+    doc = Path(__file__).resolve().parents[2] / "docs" / "methodology.md"
+    if not doc.exists():
+        return "`docs/methodology.md` in the llmsim repository"
+    rel = Path(os.path.relpath(doc, Path(out_dir).resolve())).as_posix()
+    return f"[`docs/methodology.md`]({rel})"
+
+
+def _table(head: list[str], body: list[list[str]], align: str) -> list[str]:
+    rule = ["---:" if a == "r" else "---" for a in align]
+    return ["| " + " | ".join(row) + " |" for row in [head, rule] + [[_cell(c) for c in r] for r in body]]
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _pct(x: float) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
+
+
+def _signed(x: float) -> str:
+    return f"{100 * x:+.1f}%"
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}"

@@ -13,15 +13,34 @@ import pandas as pd
 def factorize(*keys) -> tuple[np.ndarray, np.ndarray]:
     """(codes, first): ``codes[i]`` numbers row i's distinct key tuple, ``first[c]`` is a row with key c."""
     keys = np.broadcast_arrays(*(np.asarray(k) for k in keys))
-    code = np.zeros(keys[0].shape, dtype=np.int64)
-    for k in keys:
-        c, uniq = pd.factorize(k.ravel())
-        code = code * len(uniq) + c.reshape(k.shape)
-        code, _ = pd.factorize(code.ravel())
-        code = code.reshape(k.shape)
+    code = _integer_code(keys)
+    if code is None:  # other dtypes: number each key, then the tuples, one key at a time
+        code = np.zeros(keys[0].shape, dtype=np.int64)
+        for k in keys:
+            c, uniq = pd.factorize(k.ravel())
+            code = code * len(uniq) + c.reshape(k.shape)
+            code, _ = pd.factorize(code.ravel())
+            code = code.reshape(k.shape)
+    else:
+        code = pd.factorize(code.ravel())[0].reshape(code.shape)
     first = np.full(code.max() + 1 if code.size else 0, -1, dtype=np.int64)
     first[code.ravel()[::-1]] = np.arange(code.size)[::-1]
     return code, first
+
+
+def _integer_code(keys: list[np.ndarray]) -> np.ndarray | None:
+    """Integer keys combined into one int64 by mixed radix over each key's range (one hashing pass
+    instead of two per key), or None when a key is not integer or the radix would overflow."""
+    if not keys[0].size or any(k.dtype.kind not in "iub" for k in keys):
+        return None
+    code, radix = np.zeros(keys[0].shape, dtype=np.int64), 1
+    for k in keys:
+        lo, span = int(k.min()), int(k.max()) - int(k.min()) + 1
+        radix *= span
+        if radix >= 2**62:
+            return None
+        code = code * span + (k.astype(np.int64) - lo)
+    return code
 
 
 def per_key(fn: Callable[..., tuple], *keys) -> tuple[np.ndarray, ...]:

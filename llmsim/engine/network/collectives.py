@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -113,7 +114,11 @@ def _in_network_tree(op: str, S, path: Path):
     return cal.IN_NETWORK_LATENCY_S + hops + np.maximum(t_in, t_out)  # S: a number or an array
 
 
-def _candidates(algorithm: str | None) -> list[tuple[str, str]]:
+NO_CANDIDATE = ("-", "-")  # what the tuner reports where no algorithm applies (or nothing is sent)
+
+
+@cache
+def _candidates(algorithm: str | None) -> tuple[tuple[str, str], ...]:
     """(algorithm, protocol) pairs the tuner times, in the order it prefers them on a tie."""
     out = []
     for name in ([algorithm] if algorithm else AUTO):
@@ -121,13 +126,22 @@ def _candidates(algorithm: str | None) -> list[tuple[str, str]]:
             out.append((name, "mixed"))
         else:
             out += [(name, proto) for proto in cal.PROTOCOLS]
-    return out
+    return tuple(out)
 
 
-def tune(op: str, sizes: np.ndarray, path: Path, algorithm: str | None = None):
+def tune(op: str, sizes: np.ndarray, path: Path, algorithm: str | None = None) -> tuple[np.ndarray, np.ndarray, tuple]:
     """NCCL-style tuner: every candidate (or only ``algorithm``) timed on every size at once, the fastest
-    kept (the first in AUTO / PROTOCOLS order on a tie). ``sizes`` > 0, ``path.ranks`` > 1; returns
-    (times without the launch cost, algorithms, protocols), inf and "-" where no candidate applies."""
+    kept (the first in AUTO / PROTOCOLS order on a tie). ``sizes`` > 0, ``path.ranks`` > 1; returns (times
+    without the launch cost, the index of each size's choice, the candidates + NO_CANDIDATE), inf and
+    NO_CANDIDATE where none applies. Remembered per (op, path, sizes): a sweep's groups ask for the same
+    few collectives again and again (read-only arrays)."""
+    sizes = np.asarray(sizes, dtype=float)
+    return _tune(op, sizes.tobytes(), sizes.shape, path, algorithm)
+
+
+@lru_cache(maxsize=65536)
+def _tune(op: str, key: bytes, shape: tuple, path: Path, algorithm: str | None):
+    sizes = np.frombuffer(key, dtype=float).reshape(shape)
     cands = _candidates(algorithm)
     stack = np.empty((len(cands), *np.shape(sizes)))
     for i, (name, proto) in enumerate(cands):
@@ -139,10 +153,9 @@ def tune(op: str, sizes: np.ndarray, path: Path, algorithm: str | None = None):
             stack[i] = _flat(name, op, sizes, path, *cal.PROTOCOLS[proto])  # inf where it does not apply
     pick = np.argmin(stack, axis=0)
     t = np.take_along_axis(stack, pick[None], axis=0)[0]
-    none = np.isinf(t)
-    algos = np.where(none, "-", np.array([a for a, _ in cands], dtype=object)[pick])
-    protos = np.where(none, "-", np.array([p for _, p in cands], dtype=object)[pick])
-    return t, algos, protos
+    choice = np.where(np.isinf(t), len(cands), pick)
+    t.flags.writeable = choice.flags.writeable = False
+    return t, choice, (*cands, NO_CANDIDATE)
 
 
 def _best_times(op: str, sizes: np.ndarray, path: Path) -> np.ndarray:
@@ -156,17 +169,24 @@ class Timed:
     """One collective on one path for an array of sizes."""
 
     times: np.ndarray  # seconds, launch cost included; 0 where nothing is sent or the group has one rank
-    algorithms: np.ndarray  # "-" where nothing is sent
-    protocols: np.ndarray
+    choice: np.ndarray  # index into ``candidates`` of each size's algorithm
+    candidates: tuple[tuple[str, str], ...]  # (algorithm, protocol)
     sent: np.ndarray  # bool: a message was sent
     tiers: str  # the tiers it crosses
 
+    @property
+    def algorithms(self) -> np.ndarray:
+        return np.array([a for a, _ in self.candidates], dtype=object)[self.choice]
+
+    @property
+    def protocols(self) -> np.ndarray:
+        return np.array([p for _, p in self.candidates], dtype=object)[self.choice]
+
     def names(self, op: str) -> np.ndarray:
-        """"OP ALGORITHM/PROTOCOL on TIERS" per size, None where nothing is sent."""
-        out = np.full(self.times.shape, None, dtype=object)
-        out[self.sent] = [f"{op} {a}/{p} on {self.tiers}" for a, p in
-                          zip(self.algorithms[self.sent], self.protocols[self.sent], strict=True)]
-        return out
+        """"OP ALGORITHM/PROTOCOL on TIERS" per size, None where nothing is sent (formatted once per
+        candidate, not once per size)."""
+        labels = np.array([f"{op} {a}/{p} on {self.tiers}" for a, p in self.candidates] + [None], dtype=object)
+        return labels[np.where(self.sent, self.choice, len(self.candidates))]
 
 
 def collective_columns(op: str, nbytes, path: Path, algorithm: str | None = None) -> Timed:
@@ -175,19 +195,19 @@ def collective_columns(op: str, nbytes, path: Path, algorithm: str | None = None
     if op not in OPS:
         raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
     S = np.atleast_1d(np.asarray(nbytes, dtype=float))
-    times = np.zeros(S.shape)
-    algos, protos = np.full(S.shape, "-", dtype=object), np.full(S.shape, "-", dtype=object)
+    times, choice = np.zeros(S.shape), np.zeros(S.shape, dtype=np.int64)
     send = (S > 0) & (path.ranks > 1)
     if not send.any():
-        return Timed(times, algos, protos, send, "-")
+        return Timed(times, choice, (NO_CANDIDATE,), send, "-")
     if op == "p2p":
         lv = path.levels[-1]
         times[send] = lv.latency_s + S[send] / lv.bw_bytes_per_s
-        algos[send], protos[send] = "send-recv", "simple"
-        return Timed(times, algos, protos, send, lv.tier)
-    t, algos[send], protos[send] = tune(op, S[send], path, algorithm)
+        return Timed(times, np.where(send, 0, 1), (("send-recv", "simple"), NO_CANDIDATE), send, lv.tier)
+    t, picked, cands = tune(op, S[send], path, algorithm)
     times[send] = t + cal.COLLECTIVE_BASE_LATENCY_S
-    return Timed(times, algos, protos, send, path.tiers)
+    choice[:] = len(cands) - 1
+    choice[send] = picked
+    return Timed(times, choice, cands, send, path.tiers)
 
 
 def collective(op: str, nbytes: float, path: Path, algorithm: str | None = None) -> Result:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property, lru_cache
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Level:
 class Path:
     levels: tuple[Level, ...]
 
-    @property
+    @cached_property
     def ranks(self) -> int:
         return math.prod(lv.ranks for lv in self.levels)
 
@@ -42,13 +43,18 @@ class Path:
 
     def resized(self, n: int) -> Path:
         """The same placement with ``n`` ranks (outer levels shrink first)."""
-        out, left = [], int(n)
-        for lv in self.levels:
-            k = min(lv.ranks, left)
-            if k > 1:
-                out.append(replace(lv, ranks=k))
-            left = max(1, left // max(k, 1))
-        return Path(tuple(out))
+        return _resized(self, int(n))
+
+
+@lru_cache(maxsize=4096)
+def _resized(path: Path, n: int) -> Path:
+    out, left = [], n
+    for lv in path.levels:
+        k = min(lv.ranks, left)
+        if k > 1:
+            out.append(replace(lv, ranks=k))
+        left = max(1, left // max(k, 1))
+    return Path(tuple(out))
 
 
 def flat_path(bw_bytes_per_s: float, latency_s: float, tier: str = "link", ranks: int = 2,

@@ -12,6 +12,7 @@ leaves a dragonfly group; a torus the links of the dimensions the group spans.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -89,8 +90,9 @@ def _members(n: int, inside: int, room: int) -> int:
     return inside * max(d for d in range(1, rest + 1) if rest % d == 0 and inside * d <= max(room, inside))
 
 
+@lru_cache(maxsize=4096)
 def path_of(network: Network, stride: int, n: int) -> Path:
-    """Path of ``n`` ranks ``stride`` apart."""
+    """Path of ``n`` ranks ``stride`` apart (cached: a sweep places the same few groups again and again)."""
     levels, inside = [], 1
     for i, tier in enumerate(network.tiers):
         last = i == len(network.tiers) - 1
@@ -129,7 +131,7 @@ def group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks=N
         k = n.flat[i]
         if k <= 1:
             continue
-        rows = code == c
+        rows = slice(None) if one else code == c
         timed = collective_columns(op, S[rows], path_of(net, int(st.flat[i]), int(pn.flat[i])).resized(int(k)))
         times[rows], names[rows] = timed.times, timed.names(op)
     return times, names

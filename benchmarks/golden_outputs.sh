@@ -26,6 +26,9 @@ run est-default estimate
 run est-default-json estimate --format json
 run est-default-csv estimate --format csv
 run est-default-ops estimate --ops
+run est-default-ops-csv estimate --ops --format csv
+run est-mixtral-ops-csv estimate --model mixtral-8x7b --devices 64 --tp 2 --pp 1 --set parallel.ep=8 \
+  --global-batch-size 256 --ops --format csv
 run est-8b-zero3 estimate --model llama3-8b --devices 8 --tp 1 --pp 1 --zero-stage 3 --global-batch-size 64 --format csv
 run est-vpp-full estimate --set parallel.virtual_stages=2 --set parallel.recompute=full --format json
 run est-405b-cp estimate --model llama3-405b --devices 1024 --tp 8 --pp 8 --set parallel.cp=2 --seq-len 16384 \
@@ -48,6 +51,10 @@ run inf-7b-a100 estimate --mode inference --model llama2-7b --accelerator a100-s
   --tp 1 --pp 1 --batch-size 1 --input-len 128 --output-len 128 --format json
 run inf-8b-ops estimate --mode inference --model llama3-8b --devices 1 --tp 1 --pp 1 --batch-size 64 --input-len 1024 \
   --output-len 256 --ops
+run inf-8b-ops-csv estimate --mode inference --model llama3-8b --devices 1 --tp 1 --pp 1 --batch-size 64 \
+  --input-len 1024 --output-len 256 --ops --format csv
+run inf-dsv3-ops-csv estimate --mode inference --model deepseek-v3 --accelerator h200-sxm --network dgx-h200 \
+  --devices 8 --tp 8 --pp 1 --precision fp8 --batch-size 32 --input-len 4096 --output-len 1024 --ops --format csv
 run inf-8b-csv estimate --mode inference --model llama3-8b --devices 1 --tp 1 --pp 1 --batch-size 64 --input-len 1024 \
   --output-len 256 --format csv
 run inf-dsv3-mla estimate --mode inference --model deepseek-v3 --accelerator h200-sxm --network dgx-h200 --devices 8 \

@@ -217,6 +217,15 @@ def op_time(op: Op, acc: Accelerator, precision: str, hbm_bw=None, peak_scale=1.
     return np.maximum(t_compute, op.bytes / bw)
 
 
+def kernel_time(op: Op, acc: Accelerator, precision: str, kernel: str = "auto", backward: bool = False):
+    """Wall time of one execution of ``op``: its roofline time plus the fixed cost of each kernel
+    (``KERNEL_OVERHEAD_S``). Forward is one kernel; backward does ``bwd_ratio`` times the forward's work in
+    two kernels (input gradient and weight gradient)."""
+    if backward:
+        return op_time(op, acc, precision, backward=True, kernel=kernel) * op.bwd_ratio + 2 * cal.KERNEL_OVERHEAD_S
+    return op_time(op, acc, precision, kernel=kernel) + cal.KERNEL_OVERHEAD_S
+
+
 def bound(op: Op, acc: Accelerator, precision: str) -> str:
     """Which roof limits the op: 'compute' or 'memory'."""
     t_mem = op.bytes / (acc.hbm_bw_bytes_per_s * cal.HBM_EFFICIENCY)

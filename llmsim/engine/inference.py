@@ -23,7 +23,7 @@ import numpy as np
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.columns import first_row, on_distinct, on_flag
-from llmsim.engine.compute import ACT_BYTES, Op, head_ops, layer_ops, op_time
+from llmsim.engine.compute import ACT_BYTES, Op, head_ops, kernel_time, layer_ops
 from llmsim.engine.errors import DesignError
 from llmsim.engine.memory import moe_dispatch_factor
 from llmsim.engine.network.topology import group_collectives, strides
@@ -74,7 +74,7 @@ def _decode_attention(m: Model, b, ctx, tp, kv_precision: str, count: float) -> 
 
 def _op_terms(ops: list[Op], sc: Scenario) -> list:
     acc, prec, kern = sc.accelerator, sc.workload.precision, sc.parallel.attention_kernel
-    return [(op_time(op, acc, prec, kernel=kern) + cal.KERNEL_OVERHEAD_S) * op.count for op in ops]
+    return [kernel_time(op, acc, prec, kern) * op.count for op in ops]
 
 
 def phase_ops(sc: Scenario, sp: Split, b, s, ctx=None) -> tuple[list[Op], list[Op]]:

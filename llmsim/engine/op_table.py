@@ -1,15 +1,18 @@
 """Per-operator roofline table (``llmsim estimate --ops``): why a phase is slow.
 
 For each operator of one layer (training: one microbatch, forward + backward; inference: the prefill
-of the batch and one decode step at the mean context) its FLOPs, HBM bytes, arithmetic intensity
+of the batch and one decode step at the mean of the contexts TPOT samples) its FLOPs, HBM bytes, arithmetic intensity
 against the device's ridge point (peak FLOP/s / HBM bandwidth; Williams et al. 2009, roofline), which
 roof bounds it, and its share of the phase's time; the layer's collectives appear as ``network`` rows.
+The operators are the ones the step models time (``training.layer_operators``, ``inference.phase_ops``),
+each at ``compute.kernel_time``.
 """
 
 from __future__ import annotations
 
-from llmsim.engine import calibration as cal
-from llmsim.engine.compute import ACT_BYTES, Op, bound, layer_ops, op_time
+import numpy as np
+
+from llmsim.engine.compute import ACT_BYTES, Op, bound, kernel_time
 from llmsim.engine.network.collectives import collective_time
 from llmsim.engine.network.topology import group_path
 from llmsim.engine.split import resolve_split
@@ -18,10 +21,10 @@ from llmsim.engine.types import Scenario
 
 def _row(phase: str, op: Op, sc: Scenario, backward: bool) -> dict:
     acc, prec, kern = sc.accelerator, sc.workload.precision, sc.parallel.attention_kernel
-    t = op_time(op, acc, prec, kernel=kern) + cal.KERNEL_OVERHEAD_S
+    t = kernel_time(op, acc, prec, kern)
     flops, nbytes = op.flops, op.bytes
     if backward:
-        t += op_time(op, acc, prec, backward=True, kernel=kern) * op.bwd_ratio + 2 * cal.KERNEL_OVERHEAD_S
+        t += kernel_time(op, acc, prec, kern, backward=True)
         flops, nbytes = flops * (1 + op.bwd_ratio), nbytes * (1 + op.bwd_ratio)
     return {"phase": phase, "op": op.name, "flops": float(flops), "bytes": float(nbytes),
             "intensity_flop_per_byte": float(flops / nbytes) if nbytes else float("inf"),
@@ -59,18 +62,19 @@ def operator_table(sc: Scenario) -> list[dict]:
     moe = m.moe is not None
     sp = resolve_split(sc)
     if w.mode == "inference":
-        from llmsim.engine.inference import phase_ops, resolve_batch
+        from llmsim.engine.inference import decode_contexts, phase_ops, resolve_batch
 
         b = resolve_batch(sc, sp)
         rows = [_row("prefill", op, sc, False) for op in phase_ops(sc, sp, b, w.input_len)[moe]]
         rows += _tp_rows(sc, sp, "prefill", b * w.input_len, 2)
-        ctx = w.input_len + w.output_len / 2
+        ctx = float(np.mean(decode_contexts(w.input_len, w.output_len)))
         rows += [_row("decode step", op, sc, False) for op in phase_ops(sc, sp, b, 1, ctx)[moe]]
         rows += _tp_rows(sc, sp, "decode step", b, 2)
         return _with_shares(rows)
+    from llmsim.engine.training import layer_operators
+
     seqpar = p.sequence_parallel and p.tp > 1
-    ops = layer_ops(m, sp.microbatch_size, w.seq_len, p.tp, p.cp, seqpar, w.precision, moe, p.ep,
-                    flash=p.flash_attention)
+    ops = layer_operators(sc, sp.microbatch_size, sp.tp, sp.cp, sp.ep)[moe]
     rows = [_row("layer fwd+bwd", op, sc, True) for op in ops]
     if p.tp > 1:  # exposed TP communication of the layer, as the training model overlaps it
         from llmsim.engine.tensor_parallel import layer_tp_comm

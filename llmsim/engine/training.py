@@ -17,7 +17,7 @@ import numpy as np
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.columns import first_row, on_distinct, per_key
-from llmsim.engine.compute import ACT_BYTES, Op, embedding_ops, head_ops, layer_ops, op_time
+from llmsim.engine.compute import ACT_BYTES, Op, embedding_ops, head_ops, kernel_time, layer_ops
 from llmsim.engine.memory import (
     MAIN_GRAD_BYTES,
     OPTIMIZER_STATE_BYTES,
@@ -70,22 +70,28 @@ def model_flops_per_token(sc: Scenario) -> float:
 
 def _pass_time(ops: list[Op], sc: Scenario):
     acc, prec, kern = sc.accelerator, sc.workload.precision, sc.parallel.attention_kernel
-    k = cal.KERNEL_OVERHEAD_S  # one kernel per op forward, two (input and weight gradient) backward
-    fwd = sum((op_time(op, acc, prec, kernel=kern) + k) * op.count for op in ops)
-    bwd = sum((op_time(op, acc, prec, backward=True, kernel=kern) * op.bwd_ratio + 2 * k) * op.count
-              for op in ops)
-    attn_fwd = sum((op_time(op, acc, prec, kernel=kern) + k) * op.count for op in ops if op.core_attention)
+    fwd = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops)
+    bwd = sum(kernel_time(op, acc, prec, kern, backward=True) * op.count for op in ops)
+    attn_fwd = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops if op.core_attention)
     return fwd, bwd, attn_fwd
+
+
+def layer_operators(sc: Scenario, b, tp, cp, ep) -> tuple[list[Op], list[Op]]:
+    """(dense-layer ops, MoE-layer ops) of one microbatch of ``b`` sequences on one device, as the step
+    time counts them (the same list for both when the model has no MoE layers)."""
+    m, w, p = sc.model, sc.workload, sc.parallel
+    s, seqpar, fl = w.seq_len, p.sequence_parallel, p.flash_attention
+    dense = layer_ops(m, b, s, tp, cp, seqpar, w.precision, False, ep, flash=fl)
+    return dense, (layer_ops(m, b, s, tp, cp, seqpar, w.precision, True, ep, flash=fl) if m.moe else dense)
 
 
 def _compute(sc: Scenario, b, tp, cp, ep) -> dict:
     """Per-microbatch compute of a layer (dense and MoE mixed by their share), the output layer and the
     embedding, and the GEMM windows TP collectives hide under; arrays over distinct (b, tp, cp, ep)."""
-    m, w, p = sc.model, sc.workload, sc.parallel
-    s, seqpar, fl = w.seq_len, p.sequence_parallel, p.flash_attention
+    m, w = sc.model, sc.workload
+    s = w.seq_len
     dense_frac = 1 - ((m.layers - m.moe.first_dense_layers) / m.layers if m.moe else 0.0)
-    dense = layer_ops(m, b, s, tp, cp, seqpar, w.precision, False, ep, flash=fl)
-    moe = layer_ops(m, b, s, tp, cp, seqpar, w.precision, True, ep, flash=fl) if m.moe else dense
+    dense, moe = layer_operators(sc, b, tp, cp, ep)
     (f_d, b_d, a_d), (f_m, b_m, a_m) = _pass_time(dense, sc), _pass_time(moe, sc)
     head_f, head_b, _ = _pass_time(head_ops(m, b, s, tp, cp, w.precision), sc)
     emb_f, emb_b, _ = _pass_time(embedding_ops(m, b, s, tp, cp), sc)

@@ -243,15 +243,14 @@ def test_streamed_output_equals_the_in_memory_ranking(spec_file, tmp_path, monke
 
 def test_a100_to_b200_study_factors_are_improvements_and_shares_sum_to_one():
     # the bundled dissection: rows 2-8 each add one better part (node, memory, links, NVLink domain,
-    # architecture, FP8, FP4) at one fixed split, so none may slow the step; the shares of the ten rows'
-    # factors are logs over the total's log, so they sum to 1 whatever the figures
+    # architecture, FP8, FP4) at one fixed split, so none may slow the step (the arithmetic of the
+    # factor and share columns is worked by hand in test_compare_adds_factor_and_cumulative_columns)
     rows = compare(run(load_sweep(Path(__file__).parent.parent / "sweeps" / "a100-to-b200.yaml"), (), 1),
                    "tokens_per_s")
     assert len(rows) == 10 and rows["infeasible_reason"].isna().all()
     assert (rows["tokens_per_s_vs_previous"].iloc[2:9] > 1.0).all()
-    assert rows["tokens_per_s_share"].sum() == pytest.approx(1.0, abs=1e-12)
-    # the cumulative product of the factors is the last row over the first
-    assert rows["tokens_per_s_vs_previous"].iloc[1:].prod() == pytest.approx(rows["tokens_per_s_vs_first"].iloc[-1])
+    # the fixed study split is not the A100's best: row 1 is slower than row 0 (the searched best split)
+    assert rows["tokens_per_s_vs_previous"].iloc[1] < 1.0
     # of the order Paper B reports (~35x from A100 to B200): at least 10x, at most the 32x peak ratio
     # (GB200 FP4 dense 10,000 TFLOP/s over A100 bf16 312 = 32x)
     assert 10 < rows["tokens_per_s_vs_first"].iloc[-1] < 10_000 / 312

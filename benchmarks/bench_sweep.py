@@ -3,7 +3,7 @@
     python benchmarks/bench_sweep.py [--points 10000 100000 1000000] [--jobs 1 2]
 
 Engine alone: one worker's chunks evaluated in this process (points decoded from their indices, grouped,
-split checks, engine, cost columns; `sweep_eval.evaluate_chunk`), and, for contrast, `estimate.record`
+split checks, engine, cost columns; `study.evaluate.evaluate_chunk`), and, for contrast, `study.records.record`
 point by point; for training (the grid below) and for inference (Llama 3 70B serving on 8 devices of 4
 accelerator generations, tp 1/2/4/8, every batch size from 1 up). End to end: the `llmsim sweep` command
 (expand from the spec, evaluate on ``jobs`` processes, rank by Pareto front, write the CSV atomically) on

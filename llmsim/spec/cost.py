@@ -1,4 +1,4 @@
-"""`llmsim cost`: an accelerator preset + technology presets -> the silicon cost model (engine/silicon.py)."""
+"""`llmsim cost`: an accelerator preset + technology presets -> the silicon cost model (engine/cost/silicon.py)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from llmsim.spec.sweep import SweepSpec
 
 
 def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, stop: int, front_only: bool = False):
-    """Rows (a DataFrame) of points ``start`` .. ``stop - 1``: a worker's chunk (sweep_eval.py). With
+    """Rows (a DataFrame) of points ``start`` .. ``stop - 1``: a worker's chunk (evaluate.py). With
     ``front_only`` only the chunk's Pareto front is returned: a point on the sweep's front is on its
     chunk's front, so the reduction loses nothing and keeps the workers' results small."""
     from llmsim.study.evaluate import evaluate_chunk

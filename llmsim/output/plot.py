@@ -9,14 +9,14 @@ module imports it, the CLI imports this module only when a plot is asked for.
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+
+from llmsim.atomic import atomic_file
 
 ACRONYMS = {"mfu", "ttft", "tpot", "e2e", "kv", "tp", "pp", "dp", "cp", "ep", "hbm", "gpus", "usd"}
 # column suffix -> unit, longest first (e.g. "_per_s" before "_s")
@@ -340,22 +340,7 @@ def _caps_text(caps: list[float]) -> str:
 
 # --- output ------------------------------------------------------------------------------------------
 def save(fig: Figure, path: str | Path) -> None:
-    """Write ``fig`` as PNG or SVG (by suffix) via a temporary file in the same folder, then rename."""
-    target = Path(path)
-    fmt = target.suffix.lower().lstrip(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=target.suffix, dir=str(target.parent))
-    os.close(fd)
-    try:
-        meta = {"Date": None} if fmt == "svg" else {}
-        fig.savefig(tmp, format=fmt, dpi=150, metadata=meta)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file a new file's usual mode
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    """Write ``fig`` as PNG or SVG (by suffix), atomically."""
+    fmt = Path(path).suffix.lower().lstrip(".")
+    with atomic_file(path) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=150, metadata={"Date": None} if fmt == "svg" else {})

@@ -6,12 +6,12 @@ import csv
 import io
 import json
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from llmsim.atomic import atomic_file
 
 FORMATS = ("table", "csv", "json")
 
@@ -122,35 +122,13 @@ def tidy(frame, columns: list[str]):
     return out
 
 
-def _publish(tmp: str, target: Path) -> None:
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; give the file the mode open() would
-    os.replace(tmp, target)
-
-
 def write_parquet(path: str | Path, frame, columns: list[str]) -> None:
-    """A sweep frame as Parquet (pyarrow), via a temporary file and rename."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or Path(".")))
-    os.close(fd)
-    try:
+    """A sweep frame as Parquet (pyarrow), written atomically."""
+    with atomic_file(path) as tmp:
         tidy(frame, columns).to_parquet(tmp, index=False)
-        _publish(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_atomic_parts(path: str | Path, parts: Iterable[str]) -> None:
     """``write_atomic`` for text arriving in pieces."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or Path(".")))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            for part in parts:
-                fh.write(part)
-        _publish(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.writelines(parts)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import io
 import math
 import os
-import tempfile
 from pathlib import Path
 
+from llmsim.atomic import atomic_file
 from llmsim.spec.errors import SpecError
 
 TRAINING_PNG = "parity-training.png"
@@ -51,18 +51,8 @@ def _pyplot():
 
 
 def _write_bytes(path: Path, data: bytes) -> None:
-    """Temporary file in the same folder, then rename; the mode a plain ``open`` would give."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as tmp:
+        Path(tmp).write_bytes(data)
 
 
 # ---------------------------------------------------------------------------------------------- plots

@@ -17,7 +17,7 @@ from llmsim.cli.design import cost_cmd, search_cmd, sweep_cmd
 from llmsim.cli.estimate import check, estimate
 from llmsim.cli.plot import make_plot_app
 from llmsim.cli.presets import presets_app
-from llmsim.cli.validate import validate_cmd
+from llmsim.cli.validate import calibrate_cmd, validate_cmd
 from llmsim.engine.errors import DesignError
 
 app = typer.Typer(
@@ -54,6 +54,7 @@ app.command("check")(check)
 app.command("estimate")(estimate)
 app.command("collective")(collective_cmd)
 app.command("validate")(validate_cmd)
+app.command("calibrate")(calibrate_cmd)
 app.command("sweep")(sweep_cmd)
 app.command("search")(search_cmd)
 app.command("cost")(cost_cmd)

@@ -1,4 +1,4 @@
-"""Design-space commands: sweep, search, cost (registered on the app in cli.py)."""
+"""Design-space commands: sweep, search, cost (registered on the app in cli/app.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`llmsim plot`: figures (PNG or SVG) of sweep results and scenarios; registered on the app in cli.py.
+"""`llmsim plot`: figures (PNG or SVG) of sweep results and scenarios; registered on the app in cli/app.py.
 
 ``roofline`` and ``breakdown`` take exactly the scenario flags of ``llmsim estimate``: their signatures
 are built from the estimate command's own parameters (``with_scenario_flags``), so a flag added to

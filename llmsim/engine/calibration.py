@@ -1,16 +1,50 @@
 """The few global calibration factors and documented defaults of the model.
 
 Each one is global (never per validation case), named, and justified here and in
-docs/methodology.md. Change them only with a re-run of ``llmsim validate`` and a CHANGELOG entry.
+docs/methodology.md. Two kinds:
+- ``FITTED``: constants no measurement gives, declared here with their physical bounds and read from
+  ``llmsim/data/calibration.json``, which ``llmsim calibrate`` writes (least squares over the calibration
+  set, with provenance and cross-validated error). Nobody edits a fitted value by hand.
+- every other constant below is read from a datasheet, a paper or a profile, cited beside it.
 """
 
-# Fraction of a device's best-shape matmul throughput (MAMF, measured_matmul_tflops) that the
-# GEMM kernels of a real training step sustain: MAMF is the best of a shape sweep at a warm, boosted
-# clock, while a step runs fixed shapes back to back at power-capped clocks with launch gaps.
-# Fitted once on the whole calibration set (see llmsim validate); 0.80 of MAMF is ~0.70 of peak on A100
-# and ~0.64 on H100, within the 50-75% GEMM efficiencies Megatron-LM reports for A100 (Narayanan et al.
-# 2021, sec. 5.1 "more than 50% of peak").
-KERNEL_EFFICIENCY = 0.80
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+CALIBRATION_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration.json"
+
+
+@dataclass(frozen=True)
+class Fitted:
+    low: float
+    high: float
+    start: float  # where every fit starts (the hand-set value of earlier versions), so that it is repeatable
+    why: str
+
+
+FITTED = {
+    # Fraction of a device's best-shape matmul throughput (MAMF, measured_matmul_tflops) that the GEMM
+    # kernels of a real step sustain: MAMF is the best of a shape sweep at a warm, boosted clock, while a
+    # step runs fixed shapes back to back at power-capped clocks with launch gaps. Bounds: Megatron-LM
+    # reports GEMMs at 50-75% of A100 peak (Narayanan et al. 2021, sec. 5.1), i.e. ~0.58-0.86 of its
+    # MAMF; 1.0 is MAMF itself.
+    "KERNEL_EFFICIENCY": Fitted(0.5, 1.0, 0.8, "sustained fraction of MAMF in a training or serving step"),
+    # Fixed cost of each GPU kernel beyond its roofline time: launch, ramp-up and the tail of the last
+    # wave. Bounds: CUDA launch latency is ~2-5 us and back-to-back kernels leave ~1-3 us gaps (NVIDIA
+    # CUDA C++ Best Practices Guide, "kernel launch overhead"), so 1-20 us per kernel.
+    "KERNEL_OVERHEAD_S": Fitted(1e-6, 20e-6, 5e-6, "fixed time per kernel: launch, ramp-up, tail wave"),
+}
+
+
+def fitted_values() -> dict[str, float]:
+    """The fitted constants as the calibration file holds them."""
+    return dict(json.loads(CALIBRATION_FILE.read_text(encoding="utf-8"))["constants"])
+
+
+_FITTED_VALUES = fitted_values()
+KERNEL_EFFICIENCY = _FITTED_VALUES["KERNEL_EFFICIENCY"]
+KERNEL_OVERHEAD_S = _FITTED_VALUES["KERNEL_OVERHEAD_S"]
 
 # Matmul efficiency when a device preset has no MAMF figure: NVIDIA BF16 default of
 # ../shared/data/hardware.md sec. 1.3 ("gemm_eff = 0.75").
@@ -89,9 +123,3 @@ PROTOCOLS = {"simple": (1.0, 1.0), "ll128": (0.56, 0.92), "ll": (0.18, 0.5)}
 # per-collective latency (NCCL hwLat NVLS 25 us).
 IN_NETWORK_EFFICIENCY = 0.61
 IN_NETWORK_LATENCY_S = 25e-6
-
-# Fixed cost of each GPU kernel beyond its roofline time: launch, ramp-up and the tail of the last wave.
-# CUDA kernel launch latency is ~2-5 us and back-to-back kernels leave ~1-3 us gaps (NVIDIA CUDA C++ Best
-# Practices Guide, "kernel launch overhead"; Nsight traces of Megatron-LM layers). It weighs on small
-# models on fast devices, where kernels are short.
-KERNEL_OVERHEAD_S = 5e-6

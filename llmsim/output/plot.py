@@ -215,7 +215,7 @@ def roofline_figure(ops: list[dict], peak_flops: float, hbm_bw: float, *, precis
                     title: str = "") -> Figure:
     """The device roofline (log-log) with each operator at its intensity and achieved FLOP/s.
 
-    ``ops``: rows of ``llmsim.estimate.operator_rows`` (phase, op, flops, bytes, time_s). Operators
+    ``ops``: rows of ``llmsim.study.records.operator_rows`` (phase, op, flops, bytes, time_s). Operators
     without FLOPs (norms, residuals, activations) and network rows have no place on a log axis; the
     legend lists them.
     """

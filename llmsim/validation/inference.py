@@ -8,11 +8,12 @@ records publish (data README, caveat 4).
 
 from __future__ import annotations
 
-from llmsim.validation.records import Skip, system_of
+from llmsim.validation.records import Skip, source_of, system_of
 
 # record model name prefix -> model preset of the same architecture (the presets cite their configs)
 MODELS = {"Llama 3.1 8B": "llama3-8b", "Llama 3.3 70B": "llama3-70b", "Llama 3.1 405B": "llama3-405b",
-          "Llama 2 70B": "llama2-70b", "Qwen3-235B-A22B": "qwen3-235b-a22b"}
+          "Llama 2 70B": "llama2-70b", "LLaMA(2) 70B": "llama2-70b", "Qwen3-235B-A22B": "qwen3-235b-a22b",
+          "Mixtral 8x7B": "mixtral-8x7b"}
 PRECISIONS = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "bf16": "bf16", "fp16": "fp16"}
 
 
@@ -26,7 +27,7 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
     acc, net = system_of(rec)
     if not w.get("isl") or not w.get("osl"):
         raise Skip("input/output lengths not published (dataset-driven benchmark)")
-    precision = PRECISIONS.get(str(p.get("precision") or "").lower())
+    precision = PRECISIONS.get((str(p.get("precision") or "").split() or [""])[0].lower())
     if precision is None:
         raise Skip(f"precision {p.get('precision')} not modelled")
     # NVIDIA ModelOpt FP8/FP4 checkpoints quantise the KV cache to FP8 (hf_quant_config kv_cache_quant_algo)
@@ -36,13 +37,15 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
     tp, pp = p.get("tp") or 1, p.get("pp") or 1
     ep = p.get("ep") or 1
     parallel = {"tp": tp, "pp": pp, "ep": ep, "dp": hw["count"] // (tp * pp), "sequence_parallel": False}
+    batch = w.get("batch") or "max"
     scenario = {"model": model,
                 "system": {"accelerator": acc, "num_devices": hw["count"], "network": net},
                 "parallel": parallel,
                 "workload": {"mode": "inference", "precision": precision, "kv_precision": kv,
-                             "batch_size": "max", "input_len": w["isl"], "output_len": w["osl"],
+                             "batch_size": batch, "input_len": w["isl"], "output_len": w["osl"],
                              "seq_len": w["isl"] + w["osl"]}}
-    notes.append("batch = largest that fits (offline max throughput)")
+    notes.append(f"static batch of {batch} (as published)" if batch != "max"
+                 else "batch = largest that fits (offline max throughput)")
     return scenario, notes
 
 
@@ -55,9 +58,21 @@ def measured_per_device(rec: dict) -> tuple[float, str]:
     raise Skip("no output-throughput metric")
 
 
+def measured_ttft(rec: dict) -> tuple[float, str]:
+    ttft = rec["metrics"].get("ttft_ms")
+    if not ttft:
+        raise Skip("no time-to-first-token metric")
+    return ttft / 1e3, "TTFT as published (ms / 1e3)"
+
+
+def ttft_details(out: dict, how: str) -> dict:
+    """The columns of a first-token-latency row beyond the times."""
+    return {"batch_size": out["batch_size"], "fits_in_memory": out["fits_in_memory"]}
+
+
 def groups(rec: dict) -> dict:
     return {"paper": "-", "framework": "MLPerf" if rec["id"].startswith("mlperf") else "TensorRT-LLM",
-            "hardware": rec["hardware"]["accelerator"]}
+            "hardware": rec["hardware"]["accelerator"], "source": source_of(rec)}
 
 
 def details(out: dict, how: str) -> dict:

@@ -19,7 +19,22 @@ RECIPES = Path(__file__).parent.parent / "data" / "recipe_settings.yaml"
 HARDWARE = {"A100-SXM4-80GB": ("a100-sxm-80gb", "dgx-a100"), "A100-SXM4-40GB": ("a100-sxm-40gb", "dgx-a100"),
             "H100-SXM5-80GB": ("h100-sxm", "dgx-h100"), "H200-SXM-141GB": ("h200-sxm", "dgx-h200"),
             "H100": ("h100-sxm", "dgx-h100"), "H200": ("h200-sxm", "dgx-h200"), "B200": ("b200", "dgx-b200"),
-            "GB200": ("gb200", "gb200-nvl72")}
+            "GB200": ("gb200", "gb200-nvl72"),
+            "H100 (SXM, 96GB HBM2e, 500W power limit; Grand Teton)": ("h100-sxm-96gb", "grand-teton-h100"),
+            "TPU v6e (Trillium)": ("tpu-v6e", "tpu-v6e-256"), "TPU v5p": ("tpu-v5p", "tpu-v5p-pod")}
+# systems larger than the network preset's last tier: several slices over the data-centre network
+MULTI_SLICE = {("tpu-v6e-256", 512): "tpu-v6e-2x256-dcn"}
+
+# record id prefix -> source: one publication or benchmark table, the unit of leave-one-source-out
+SOURCES = {"megatron": "Megatron-LM 2021", "korthikanti": "Korthikanti 2022", "mcore": "Megatron-Core r0.8",
+           "nemo2407": "NeMo 24.07", "mpt": "llm-foundry", "torchtitan": "TorchTitan", "tpurecipes": "tpu-recipes",
+           "trtllm_perfov": "TensorRT-LLM overview", "trtllm_v09": "TensorRT-LLM v0.9", "mlperf": "MLPerf v4.1"}
+
+
+def source_of(rec: dict) -> str:
+    """The publication or benchmark table a record comes from (``SOURCES``)."""
+    rid = rec["id"]
+    return next((name for prefix, name in SOURCES.items() if rid.startswith(prefix)), rid.split("_")[0])
 
 
 class Skip(Exception):
@@ -28,7 +43,7 @@ class Skip(Exception):
 
 def load_records(path: Path = DATA) -> list[dict]:
     with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
 
 
 def recipe_settings(path: Path = RECIPES) -> dict[str, dict[str, dict]]:
@@ -44,7 +59,8 @@ def system_of(rec: dict) -> tuple[str, str]:
     name = rec["hardware"]["accelerator"]
     if name not in HARDWARE:
         raise Skip(f"no preset for accelerator {name}")
-    return HARDWARE[name]
+    acc, net = HARDWARE[name]
+    return acc, MULTI_SLICE.get((net, rec["hardware"].get("count")), net)
 
 
 def scenario_of(data: dict, registry):

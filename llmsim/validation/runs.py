@@ -16,14 +16,16 @@ from llmsim.validation.records import Skip, load_records, scenario_of
 
 @dataclass(frozen=True)
 class Kind:
-    """How one kind of record (the prefix of its category) is converted, measured and predicted."""
+    """How one kind of record is converted, measured and predicted."""
 
-    category: str
+    name: str
+    categories: tuple[str, ...]  # the record categories it takes
     convert: Callable[[dict], tuple[dict, list[str]]]  # record -> (scenario mapping, assumptions)
-    measured: Callable[[dict], tuple[float, str]]  # record -> (tokens/s per device, how it was derived)
+    measured: Callable[[dict], tuple[float, str]]  # record -> (measured value, how it was derived)
     estimate: Callable  # scenario -> output columns
     predicted: str  # the output column held against the measurement
-    groups: Callable[[dict], dict]  # record -> paper, framework, hardware
+    columns: tuple[str, str]  # row columns of the measured and the predicted value
+    groups: Callable[[dict], dict]  # record -> paper, framework, hardware, source
     details: Callable[[dict, str], dict]  # (outputs, how measured) -> further row columns
 
 
@@ -39,39 +41,114 @@ def _estimate_inference(sc) -> dict:
     return estimate_inference(sc)
 
 
-TRAINING = Kind("training", training.convert, training.measured_tokens_per_s_per_device, _estimate_training,
-                "tokens_per_s_per_device", training.group_of, training.details)
-INFERENCE = Kind("inference", inference.scenario_dict, inference.measured_per_device, _estimate_inference,
-                 "throughput_tokens_per_s_per_device", inference.groups, inference.details)
+THROUGHPUT = ("measured_tokens_per_s_per_device", "predicted_tokens_per_s_per_device")
+TRAINING = Kind("training", ("training_scaling_study", "training_framework_benchmark", "training_microbenchmark"),
+                training.convert, training.measured_tokens_per_s_per_device, _estimate_training,
+                "tokens_per_s_per_device", THROUGHPUT, training.group_of, training.details)
+INFERENCE = Kind("inference", ("inference_throughput", "inference_mlperf"), inference.scenario_dict,
+                 inference.measured_per_device, _estimate_inference, "throughput_tokens_per_s_per_device",
+                 THROUGHPUT, inference.groups, inference.details)
+LATENCY = Kind("inference", ("inference_latency",), inference.scenario_dict, inference.measured_ttft,
+               _estimate_inference, "ttft_s", ("measured_ttft_s", "predicted_ttft_s"), inference.groups,
+               inference.ttft_details)
+KINDS = (TRAINING, INFERENCE, LATENCY)
 
 
-def run(registry, kind: Kind = TRAINING) -> tuple[list[dict], list[dict]]:
-    """(rows for the modelled records of ``kind``, rows for skipped ones with their reason)."""
-    rows, skipped = [], []
+# modelling choices a converter may fix from the record, its framework or its launch recipe rather than
+# leave to llmsim's defaults (a user of llmsim gets the defaults)
+CHOICES = ("parallel.attention_kernel", "parallel.tp_comm_overlap", "parallel.flash_attention",
+           "parallel.grad_reduce_dtype", "parallel.optimizer_states", "model.dropout")
+
+
+def _without(data: dict, paths: tuple[str, ...]) -> dict:
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for path in paths:
+        section, key = path.split(".")
+        if isinstance(out.get(section), dict):
+            out[section].pop(key, None)
+    return out
+
+
+@dataclass(frozen=True)
+class Case:
+    """A converted record: its scenario (frozen values), the same with llmsim's defaults for the
+    modelling choices fixed from the record (``choices``), and what was measured."""
+
+    rec: dict
+    kind: Kind
+    scenario: object
+    measured: float
+    how: str
+    notes: tuple[str, ...]
+    choices: tuple[str, ...] = ()
+    default_scenario: object = None
+
+    @property
+    def source(self) -> str:
+        return self.kind.groups(self.rec)["source"]
+
+    def row(self, out: dict) -> dict:
+        pred = out[self.kind.predicted]
+        return {"id": self.rec["id"], **self.kind.groups(self.rec), self.kind.columns[0]: self.measured,
+                self.kind.columns[1]: pred, "rel_error": pred / self.measured - 1,
+                **self.kind.details(out, self.how), "assumptions": "; ".join(self.notes),
+                "fixed_from_record": " ".join(c.split(".")[1] for c in self.choices)}
+
+    def default_error(self) -> float:
+        """The relative error with llmsim's defaults for the modelling choices fixed from the record."""
+        if self.default_scenario is None:
+            return math.nan
+        try:
+            pred = self.kind.estimate(self.default_scenario)[self.kind.predicted]
+        except DesignError:
+            return math.nan
+        return pred / self.measured - 1
+
+
+def cases(registry, kinds: tuple[Kind, ...] = KINDS) -> tuple[list[Case], list[dict]]:
+    """(every record of ``kinds`` converted into a case, rows for the skipped ones with their reason)."""
+    out, skipped = [], []
     for rec in load_records():
-        if not rec["category"].startswith(kind.category):
+        kind = next((k for k in kinds if rec["category"] in k.categories), None)
+        if kind is None:
             continue
         try:
             data, notes = kind.convert(rec)
             measured, how = kind.measured(rec)
-            out = kind.estimate(scenario_of(data, registry))
+            choices = tuple(p for p in CHOICES if isinstance(data.get(p.split(".")[0]), dict)
+                            and p.split(".")[1] in data[p.split(".")[0]])
+            default = scenario_of(_without(data, choices), registry) if choices else None
+            out.append(Case(rec, kind, scenario_of(data, registry), measured, how, tuple(notes), choices, default))
         except (Skip, DesignError) as err:
             skipped.append({"id": rec["id"], "reason": str(err)})
-            continue
-        pred = out[kind.predicted]
-        rows.append({"id": rec["id"], **kind.groups(rec), "measured_tokens_per_s_per_device": measured,
-                     "predicted_tokens_per_s_per_device": pred, "rel_error": pred / measured - 1,
-                     **kind.details(out, how), "assumptions": "; ".join(notes)})
+    return out, skipped
+
+
+def evaluate(items: list[Case]) -> tuple[list[dict], list[dict]]:
+    """(rows of the cases the engine evaluates, rows for those it refuses with the reason)."""
+    rows, skipped = [], []
+    for c in items:
+        try:
+            rows.append(c.row(c.kind.estimate(c.scenario)))
+        except DesignError as err:
+            skipped.append({"id": c.rec["id"], "reason": str(err)})
     return rows, skipped
+
+
+def run(registry, kind: Kind = TRAINING) -> tuple[list[dict], list[dict]]:
+    """(rows for the modelled records of ``kind``, rows for skipped ones with their reason)."""
+    items, skipped = cases(registry, (kind,))
+    rows, refused = evaluate(items)
+    return rows, skipped + refused
 
 
 def summary(rows: list[dict]) -> list[dict]:
     """Mean absolute relative error overall and per group."""
     out = [{"group": "all", "value": "all", "records": len(rows),
             "mean_abs_error": _mae(rows)}]
-    for key in ("paper", "framework", "hardware"):
-        for value in sorted({r[key] for r in rows} - {"-"}):
-            sel = [r for r in rows if r[key] == value]
+    for key in ("source", "paper", "framework", "hardware"):
+        for value in sorted({r.get(key, "-") for r in rows} - {"-"}):
+            sel = [r for r in rows if r.get(key) == value]
             out.append({"group": key, "value": value, "records": len(sel), "mean_abs_error": _mae(sel)})
     return out
 

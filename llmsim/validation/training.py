@@ -4,15 +4,50 @@ source's own FLOP convention (see the data README).
 
 from __future__ import annotations
 
-from llmsim.validation.records import Skip, recipe_settings, system_of
+import re
+
+from llmsim.validation.records import Skip, recipe_settings, source_of, system_of
 
 ACTIVATIONS = {"gelu": "gelu", "swiglu": "swiglu", "squared relu": "squared-relu", "relu": "relu",
                "geglu": "geglu"}
 
 
 def _recompute(text) -> str:
+    """MaxText's 'custom' remat policies (and qkv_proj_offloaded) keep the large projections and
+    recompute the rest, as selective recomputation does."""
     t = str(text or "none").lower()
-    return "full" if t.startswith("full") else "selective" if t.startswith("selective") else "none"
+    if t.startswith("full"):
+        return "full"
+    return "selective" if t.startswith(("selective", "custom", "qkv_proj")) else "none"
+
+
+def _moe(m: dict, framework: str, notes: list[str]) -> dict:
+    """The MoE block of a record: experts, top-k, shared experts, expert FFN; token-dropping runs carry
+    their capacity factor in the record's notes (MaxText ``capacity_factor``)."""
+    if not m.get("moe_experts") or not m.get("moe_top_k"):
+        raise Skip("MoE shape incomplete")
+    moe = {"experts": m["moe_experts"], "top_k": m["moe_top_k"], "shared_experts": m.get("moe_shared_experts") or 0,
+           "expert_ffn_hidden": m.get("moe_expert_ffn") or m.get("ffn_hidden")}
+    cf = re.search(r"capacity_factor\s*([0-9.]+)", framework)
+    if cf:
+        moe["capacity_factor"] = float(cf.group(1))
+        notes.append(f"capacity factor {cf.group(1)}")
+    return moe
+
+
+def _default_microbatch(p: dict, framework: str, dp, pp: int, vpp: int, notes: list[str]) -> int:
+    """The microbatch a record does not state. FSDP frameworks without pipelining (MaxText, TorchTitan)
+    run each rank's whole local batch at once (no gradient accumulation by default); TorchTitan's
+    pipelines split it into one microbatch per stage (``pipeline_parallel_microbatches`` defaults to the
+    number of stages); otherwise 1."""
+    gbs = p.get("global_batch_seqs")
+    if gbs and dp and any(k in framework for k in ("MaxText", "torchtitan")):
+        local = gbs // dp
+        mb = max(1, local // (pp * vpp)) if pp > 1 else local
+        notes.append(f"microbatch {mb} (local batch {local}{f' over {pp * vpp} stages' if pp > 1 else ''})")
+        return mb
+    notes.append("microbatch 1 assumed")
+    return 1
 
 
 def _zero(text) -> int:
@@ -29,8 +64,6 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
     m, hw, p = rec["model"], rec["hardware"], rec["parallel"]
     notes: list[str] = []
     acc, net = system_of(rec)
-    if m.get("arch") != "dense" and m.get("moe_experts"):
-        raise Skip("MoE calibration records are not converted yet")
     if m.get("layers") is None or m.get("hidden") is None or m.get("heads") is None:
         raise Skip("model shape incomplete")
     ffn = m.get("ffn_hidden")
@@ -49,6 +82,9 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
     model = {"name": m["name"], "layers": m["layers"], "hidden": m["hidden"], "ffn_hidden": ffn,
              "heads": m["heads"], "kv_heads": m.get("kv_heads") or m["heads"], "vocab": vocab,
              "activation": act}
+    framework = str(p.get("notes") or "") + str(p.get("framework") or "")
+    if m.get("arch") == "moe" or m.get("moe_experts"):
+        model["moe"] = _moe(m, framework, notes)
     if str(p.get("framework") or "").startswith("Megatron-LM (202"):
         # Megatron-LM's defaults --attention-dropout 0.1 --hidden-dropout 0.1 (megatron/arguments.py);
         # Korthikanti's 34*s*b*h activation count includes their masks.
@@ -56,26 +92,35 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
         notes.append("Megatron-LM default dropout 0.1")
     if m["hidden"] % m["heads"]:
         raise Skip("hidden not divisible by heads")
-    framework = str(p.get("notes") or "") + str(p.get("framework") or "")
-    precision = "fp8" if "fp8" in str(p.get("precision") or "").lower() else "bf16"
-    microbatch = p.get("microbatch")
-    if microbatch is None:
-        microbatch = 1
-        notes.append("microbatch 1 assumed")
+    text = str(p.get("precision") or "").lower()
+    # fp16 runs (Megatron-LM 2021: "fp16 mixed") at the fp16 GEMM rate; unspecified 16-bit as bf16
+    precision = "fp8" if "fp8" in text else "fp16" if text.startswith("fp16") else "bf16"
+    tp, pp, cp, ep = p["tp"] or 1, p["pp"] or 1, p.get("cp") or 1, p.get("ep") or 1
+    dp = p.get("dp")
+    if dp is not None and ep > 1 and tp * pp * cp * dp * ep == hw["count"]:
+        dp *= ep  # records that count FSDP and expert ranks apart (MaxText): llmsim carves ep out of dp
+        notes.append(f"dp {dp} = data x expert ranks")
+    vpp = p.get("vpp") or (2 if "interleaved" in framework.lower() and pp > 1 else 1)
+    if vpp == 2 and not p.get("vpp"):
+        notes.append("interleaved pipeline: 2 virtual stages assumed (not stated)")
+    microbatch = p.get("microbatch") or _default_microbatch(p, framework, dp, pp, vpp, notes)
     megatron_core = any(k in framework for k in ("Megatron-Core", "NeMo"))
     sp = p.get("sp")
-    if sp is None and megatron_core and (p["tp"] or 1) > 1:
+    if sp is None and megatron_core and tp > 1:
         sp = True  # Megatron-Core: --tp-comm-overlap requires --sequence-parallel; NeMo turns it on with TP
         notes.append("sequence parallelism assumed (Megatron-Core default with TP)")
+    if sp is None and "torchtitan" in framework and tp > 1:
+        sp = True  # TorchTitan's TP plan shards the norms' sequence dimension (SequenceParallel)
+        notes.append("sequence parallelism (TorchTitan TP plan)")
     zero = _zero(p.get("zero_or_fsdp"))
     if p.get("zero_or_fsdp") is None and "NeMo" in framework:
         zero = 1  # NeMo LLM recipes: optim.name distributed_fused_adam (ZeRO-1-like distributed optimizer)
         notes.append("NeMo distributed optimizer (ZeRO-1) assumed")
-    parallel = {"tp": p["tp"] or 1, "pp": p["pp"] or 1, "dp": p.get("dp"), "cp": p.get("cp") or 1,
-                "ep": p.get("ep") or 1, "microbatch_size": microbatch,
-                "virtual_stages": p.get("vpp") or 1, "sequence_parallel": bool(sp),
+    parallel = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "microbatch_size": microbatch,
+                "virtual_stages": vpp, "sequence_parallel": bool(sp),
                 "recompute": _recompute(p.get("recompute")), "zero_stage": zero,
-                "tp_comm_overlap": "tp-comm-overlap" in framework,
+                # Megatron-Core --tp-comm-overlap; TorchTitan's AsyncTP overlaps the same collectives
+                "tp_comm_overlap": "tp-comm-overlap" in framework or "AsyncTP" in str(rec.get("title")),
                 # Megatron-LM of 2021-22 predates FlashAttention (Dao et al., May 2022)
                 "flash_attention": not str(p.get("framework") or "").startswith("Megatron-LM (202"),
                 "attention_kernel": _attention_kernel(framework, megatron_core)}
@@ -93,10 +138,11 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
 def _attention_kernel(framework: str, megatron_core: bool) -> str:
     """The fused-attention kernel a framework runs: Transformer Engine prefers cuDNN attention on Hopper
     and newer (NeMo docs, memory_optimizations.rst, NVIDIA/NeMo#9188); llm-foundry's MPT runs
-    ``attn_impl: flash``, the flash-attn 2.x package (scripts/train/yamls/pretrain/mpt-*.yaml)."""
+    ``attn_impl: flash``, the flash-attn 2.x package (scripts/train/yamls/pretrain/mpt-*.yaml);
+    TorchTitan calls PyTorch SDPA, whose flash backend is FlashAttention-2 (PyTorch 2.2 release notes)."""
     if megatron_core:
         return "cudnn"
-    return "fa2" if "llm-foundry" in framework else "auto"
+    return "fa2" if any(k in framework for k in ("llm-foundry", "torchtitan")) else "auto"
 
 
 def _per_token_flops(rec: dict, seq: int) -> float:
@@ -127,8 +173,9 @@ def group_of(rec: dict) -> dict:
     src = rec["id"].split("_")[0]
     return {"paper": {"megatron": "Narayanan 2021", "korthikanti": "Korthikanti 2022"}.get(src, "-"),
             "framework": {"megatron": "Megatron-LM", "korthikanti": "Megatron-LM", "mcore": "Megatron-Core",
-                          "mpt": "llm-foundry", "nemo2407": "NeMo"}.get(src, src),
-            "hardware": rec["hardware"]["accelerator"]}
+                          "mpt": "llm-foundry", "nemo2407": "NeMo", "torchtitan": "TorchTitan",
+                          "tpurecipes": "MaxText"}.get(src, src),
+            "hardware": rec["hardware"]["accelerator"], "source": source_of(rec)}
 
 
 def convert(rec: dict) -> tuple[dict, list[str]]:

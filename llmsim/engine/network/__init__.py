@@ -3,3 +3,13 @@ the alpha-beta cost of each collective algorithm on one level (``algorithms.py``
 times every candidate on arrays of message sizes and keeps the fastest (``collectives.py``). Part of the
 engine: imports only ``llmsim.engine``.
 """
+
+
+def clear_caches() -> None:
+    """Forget remembered collective times and group paths: they read calibration constants (link
+    efficiencies, protocols), so a change of those must drop them."""
+    from llmsim.engine.network import collectives, path, topology
+
+    collectives._tune.cache_clear()
+    topology.path_of.cache_clear()
+    path._resized.cache_clear()

@@ -136,10 +136,18 @@ def tune(op: str, sizes: np.ndarray, path: Path, algorithm: str | None = None) -
     NO_CANDIDATE where none applies. Remembered per (op, path, sizes): a sweep's groups ask for the same
     few collectives again and again (read-only arrays)."""
     sizes = np.asarray(sizes, dtype=float)
-    return _tune(op, sizes.tobytes(), sizes.shape, path, algorithm)
+    uniq, back = np.unique(sizes, return_inverse=True)
+    if len(uniq) > CACHED_SIZES:  # a long column of sizes: timed once, not kept
+        t, choice, cands = _tune.__wrapped__(op, uniq.tobytes(), uniq.shape, path, algorithm)
+    else:
+        t, choice, cands = _tune(op, uniq.tobytes(), uniq.shape, path, algorithm)
+    return t[back].reshape(sizes.shape), choice[back].reshape(sizes.shape), cands
 
 
-@lru_cache(maxsize=65536)
+CACHED_SIZES = 64  # at most this many distinct sizes per remembered call: the cache stays a few MB
+
+
+@lru_cache(maxsize=8192)
 def _tune(op: str, key: bytes, shape: tuple, path: Path, algorithm: str | None):
     sizes = np.frombuffer(key, dtype=float).reshape(shape)
     cands = _candidates(algorithm)

@@ -1,0 +1,71 @@
+"""What ``llmsim validate`` reports: every converted record's prediction with the shipped constants
+(in-sample: the constants were fitted on these records), with llmsim's defaults for the modelling
+choices fixed from the record, and, with cross-validation, by a fit that never saw its source: the
+error a user should expect on a run llmsim has not seen.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llmsim.engine import calibration as cal
+from llmsim.engine.errors import DesignError
+from llmsim.validation.runs import Case, cases
+
+
+@dataclass(frozen=True)
+class Assessment:
+    training: list[dict]
+    inference: list[dict]  # serving throughput and first-token latency
+    skipped: list[dict]
+    cross_validated: bool
+
+
+def _mae(values: list[float]) -> float:
+    vals = [abs(v) for v in values if v is not None and not math.isnan(v)]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def assess(registry, cross_validate: bool = False, jobs: int = -1) -> Assessment:
+    """Rows of every converted record (``runs.Case.row`` plus ``rel_error_defaults`` and, with
+    ``cross_validate``, ``cv_predicted`` and ``cv_rel_error``)."""
+    items, skipped = cases(registry)
+    kept: list[Case] = []
+    rows = []
+    for c in items:
+        try:
+            out = c.kind.estimate(c.scenario)
+        except DesignError as err:
+            skipped.append({"id": c.rec["id"], "reason": str(err)})
+            continue
+        kept.append(c)
+        rows.append({**c.row(out), "rel_error_defaults": c.default_error()})
+    if cross_validate:
+        from llmsim.validation.calibrate import cross_validate as loso
+
+        pred, _ = loso(kept, cal.fitted_values(), jobs)
+        for r, c, p in zip(rows, kept, pred.tolist(), strict=True):
+            r["cv_predicted"] = p
+            r["cv_rel_error"] = p / c.measured - 1 if math.isfinite(p) else math.nan
+    train = [r for r, c in zip(rows, kept, strict=True) if c.kind.name == "training"]
+    infer = [r for r, c in zip(rows, kept, strict=True) if c.kind.name == "inference"]
+    return Assessment(train, infer, skipped, cross_validate)
+
+
+def accuracy_table(a: Assessment) -> list[dict]:
+    """Mean absolute error per mode and per source: in-sample, with defaults and cross-validated."""
+    out = []
+    groups = [("training", "all", a.training), ("inference", "all", a.inference)]
+    for mode, rows in (("training", a.training), ("inference", a.inference)):
+        for source in sorted({r["source"] for r in rows}):
+            groups.append((mode, source, [r for r in rows if r["source"] == source]))
+    for mode, source, rows in groups:
+        row = {"mode": mode, "source": source, "records": len(rows),
+               "in_sample_mae": _mae([r["rel_error"] for r in rows]),
+               "defaults_mae": _mae([r["rel_error_defaults"] if not math.isnan(r["rel_error_defaults"])
+                                     else r["rel_error"] for r in rows])}
+        if a.cross_validated:
+            row["cross_validated_mae"] = _mae([r["cv_rel_error"] for r in rows])
+        out.append(row)
+    return out

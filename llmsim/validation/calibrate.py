@@ -1,0 +1,163 @@
+"""Fitting the few constants that no measurement gives (``engine.calibration.FITTED``), and
+leave-one-source-out cross-validation, the error llmsim quotes as its accuracy.
+
+The fit is least squares on the log error, log(predicted / measured), of every converted record of the
+calibration set (training throughput, serving throughput and first-token latency alike), within each
+constant's physical bounds (scipy.optimize.least_squares, trust-region reflective), from each constant's
+declared start. The loss is robust (soft L1 beyond ``LOSS_SCALE``): the set holds records whose physics
+llmsim does not model yet (e.g. MoE serving in TensorRT-LLM v0.9), and a squared loss would let them drag
+the global constants. Fitted values are rounded to ``DIGITS`` significant digits, so that the same data
+gives the same file on any machine.
+Cross-validation refits on all sources but one, starting from the full fit, and predicts the source
+left out; a source is one publication or benchmark table (``records.SOURCES``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from llmsim.atomic import atomic_file
+from llmsim.engine import calibration as cal
+from llmsim.engine.errors import DesignError
+from llmsim.validation.records import DATA, RECIPES
+from llmsim.validation.runs import Case
+
+DIGITS = 4
+FILE_VERSION = 1
+LOSS_SCALE = 0.1  # log error (about 10%) beyond which a record counts linearly, not quadratically
+TOLERANCE = 1e-5  # relative change of the constants (on their bounds' scale) or of the cost that ends a fit
+
+
+@contextmanager
+def constants(values: dict[str, float]) -> Iterator[None]:
+    """The engine evaluated with ``values`` for the fitted constants (restored afterwards)."""
+    from llmsim.engine.network import clear_caches
+
+    old = {k: getattr(cal, k) for k in values}
+    try:
+        for k, v in values.items():
+            setattr(cal, k, float(v))
+        clear_caches()  # no remembered result may outlive the constants it was computed with
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(cal, k, v)
+        clear_caches()
+
+
+def predictions(items: list[Case], values: dict[str, float]) -> np.ndarray:
+    """Predicted value of each case with the fitted constants at ``values`` (NaN where refused)."""
+    out = np.full(len(items), np.nan)
+    with constants(values):
+        for i, c in enumerate(items):
+            try:
+                out[i] = c.kind.estimate(c.scenario)[c.kind.predicted]
+            except DesignError:
+                pass
+    return out
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.{DIGITS}g}")
+
+
+def fit(items: list[Case], start: dict[str, float] | None = None) -> dict[str, float]:
+    """Least-squares fit of the FITTED constants on the log error of ``items``, from ``start`` (default:
+    each constant's declared start)."""
+    from scipy.optimize import least_squares
+
+    names = list(cal.FITTED)
+    lo = np.array([cal.FITTED[n].low for n in names])
+    hi = np.array([cal.FITTED[n].high for n in names])
+    scale = hi - lo
+    measured = np.array([c.measured for c in items])
+    x0 = np.array([start[n] if start else cal.FITTED[n].start for n in names])
+
+    def residuals(u: np.ndarray) -> np.ndarray:  # u: the constants mapped to [0, 1] within their bounds
+        pred = predictions(items, dict(zip(names, lo + u * scale, strict=True)))
+        r = np.log(pred / measured)
+        return np.where(np.isfinite(r), r, 0.0)
+
+    res = least_squares(residuals, np.clip((x0 - lo) / scale, 0.0, 1.0), bounds=(0.0, 1.0), method="trf",
+                        loss="soft_l1", f_scale=LOSS_SCALE, diff_step=1e-3, xtol=TOLERANCE, ftol=TOLERANCE)
+    return {n: _round(v) for n, v in zip(names, lo + res.x * scale, strict=True)}
+
+
+def mae(items: list[Case], pred: np.ndarray) -> float:
+    """Mean absolute relative error of the predictions that exist."""
+    err = [abs(p / c.measured - 1) for c, p in zip(items, pred, strict=True) if np.isfinite(p)]
+    return sum(err) / len(err) if err else math.nan
+
+
+def _fold(items: list[Case], source: str, start: dict[str, float]) -> tuple[str, dict, list[float]]:
+    train = [c for c in items if c.source != source]
+    held = [c for c in items if c.source == source]
+    values = fit(train, start)
+    return source, values, predictions(held, values).tolist()
+
+
+def cross_validate(items: list[Case], start: dict[str, float], jobs: int = -1) -> tuple[np.ndarray, dict]:
+    """Leave-one-source-out: (each case's prediction by the fit that did not see its source, the
+    constants of each fold)."""
+    from joblib import Parallel, delayed
+
+    sources = sorted({c.source for c in items})
+    folds = Parallel(n_jobs=jobs)(delayed(_fold)(items, s, start) for s in sources)
+    pred = np.full(len(items), np.nan)
+    for source, _, held in folds:
+        idx = [i for i, c in enumerate(items) if c.source == source]
+        pred[idx] = held
+    return pred, {source: values for source, values, _ in folds}
+
+
+def errors_by(items: list[Case], pred: np.ndarray, key) -> dict[str, float]:
+    """Mean absolute error per value of ``key(case)``."""
+    out = {}
+    for value in sorted({key(c) for c in items}):
+        idx = [i for i, c in enumerate(items) if key(c) == value]
+        out[value] = mae([items[i] for i in idx], pred[idx])
+    return out
+
+
+def _sha256(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def calibrate(items: list[Case], jobs: int = -1) -> dict:
+    """The calibration file's content: fitted constants, their in-sample and cross-validated error,
+    and the provenance (data hashes, the records used)."""
+    values = fit(items)
+    fitted = predictions(items, values)
+    with constants(values):
+        cv, folds = cross_validate(items, values, jobs)
+    mode = lambda c: c.kind.name
+    return {
+        "version": FILE_VERSION,
+        "date": datetime.date.today().isoformat(),
+        "method": "least squares on log(predicted / measured) over every converted record, constants "
+                  f"within their bounds, rounded to {DIGITS} significant digits; cross-validation leaves one "
+                  "source out and refits (llmsim/validation/calibrate.py)",
+        "data_sha256": {DATA.name: _sha256(DATA), RECIPES.name: _sha256(RECIPES)},
+        "constants": values,
+        "bounds": {n: [f.low, f.high] for n, f in cal.FITTED.items()},
+        "records": [c.rec["id"] for c in items],
+        "error": {
+            "in_sample": errors_by(items, fitted, mode),
+            "cross_validated": errors_by(items, cv, mode),
+            "cross_validated_by_source": errors_by(items, cv, lambda c: c.source),
+        },
+        "folds": folds,
+    }
+
+
+def write(path, content: dict) -> None:
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(content, fh, indent=2)
+        fh.write("\n")

@@ -19,11 +19,11 @@ def _attention(flops: float, seq: float) -> Op:
 
 def test_measured_fa2_rates_on_h100(h100):
     op = _attention(1e12, 2048)
-    # forward: 335 TF (FA2, FA3 paper fig. 5) x k (KERNEL_EFFICIENCY, fitted: 0.7416 -> 248.4 TF) x 2048 /
+    # forward: 335 TF (FA2, FA3 paper fig. 5) x k (KERNEL_EFFICIENCY, fitted: 0.7414 -> 248.4 TF) x 2048 /
     # (2048 + 280) = 218.6 TF
     k = cal.KERNEL_EFFICIENCY
     assert op_time(op, h100, "bf16", kernel="fa2") == pytest.approx(1e12 / (335e12 * k * 2048 / 2328))
-    # backward: 322 TF x k x 0.8797 (210.1 TF at k = 0.7416)
+    # backward: 322 TF x k x 0.8797 (210.1 TF at k = 0.7414)
     assert op_time(op, h100, "bf16", backward=True, kernel="fa2") == pytest.approx(
         1e12 / (322e12 * k * 2048 / 2328))
 
@@ -44,7 +44,7 @@ def test_fallback_without_measurement_uses_the_matmul_efficiency(registry):
     a100 = load(None, registry, ["system.accelerator=a100-sxm-80gb"]).accelerator
     assert attention_rates(a100, "fa2") is None
     # 312 TF peak x 271.2/312 (MAMF) x k (KERNEL_EFFICIENCY) x 0.75 (ATTENTION_MATMUL_RATIO): 150.8 TF at
-    # long sequences with the fitted k = 0.7416
+    # long sequences with the fitted k = 0.7414
     op = _attention(1e12, 2048)
     k = cal.KERNEL_EFFICIENCY
     assert op_time(op, a100, "bf16") == pytest.approx(1e12 / (271.2e12 * k * 0.75 * 2048 / 2328))

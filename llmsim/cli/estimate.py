@@ -85,6 +85,10 @@ def estimate(
                  output_len=output_len, kv_precision=kv_precision)
     sc = est.load(scenario, registry(ctx), est.overrides_from_flags(flags, set_))
     rec = evaluate_point(est.operator_rows if ops else est.record, sc, scenario)
+    if sc.parallel.virtual_stages == "auto" and not ops:
+        choices = ", ".join(map(str, est.interleavings(sc)))
+        sys.stderr.write(f"llmsim estimate: virtual_stages auto -> {rec['virtual_stages']} (the fastest that fits "
+                         f"of {choices})\n")
     if ops:
         from llmsim.output.tables import print_operators
 

@@ -104,8 +104,11 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         # all-to-all), times the busiest expert's max/mean load (dropless) or padded to the capacity
         # factor (token dropping: the grouped GEMM runs on the padded rows), as memory.moe_row_factor.
         rows = tokens * moe.top_k * moe_row_factor(m)
-        # routed rows pooled from the ep ranks' tokens; experts spread over tp ranks share the same tokens
-        per_expert_rows = rows * (ep if expert_tp is None else 1) / moe.experts
+        # routed rows pooled from the ep ranks' tokens; a tp group shares its tokens, so with etp ranks per
+        # expert an expert sees the tokens of ep x etp / tp tp-groups (etp = tp: ep; inference with the
+        # experts over the tp ranks, etp = tp / ep: 1; training folded over tp x cp x dp: ep x etp / tp)
+        pooled = ep if expert_tp is None else np.where(expert_tp == tp, ep, ep * expert_tp / tp)
+        per_expert_rows = rows * pooled / moe.experts
         f = moe.expert_ffn_hidden
         etp = tp if expert_tp is None else expert_tp
         ops.append(gemm("router", tokens, moe.experts, h, wb, count))

@@ -79,15 +79,16 @@ def param_counts(m: Model) -> ParamCounts:
     )
 
 
-def local_params(m: Model, stage_layers: int, pp: int, tp: int, ep: int) -> tuple[float, float]:
+def local_params(m: Model, stage_layers: int, pp: int, tp: int, ep: int, etp=None) -> tuple[float, float]:
     """(non-expert, expert) parameters one device of the fullest pipeline stage holds: its share of the
     layers split over tp (experts also over ep), with the input embedding on the first stage and the
-    output projection on the last (both on one stage when pp = 1)."""
+    output projection on the last (both on one stage when pp = 1); each expert is split over ``etp`` ranks
+    (default tp)."""
     c = param_counts(m)
     dense_layer = c.attention + c.dense_mlp + c.norms
     moe_nonexpert = c.attention + c.norms + c.router + c.shared_experts
     frac = stage_layers / m.layers
     embed = m.vocab * m.hidden * np.where((pp == 1) & (not m.tied_embeddings), 2, 1)
     dense = (frac * (c.dense_layers * dense_layer + c.moe_layers * moe_nonexpert) + embed) / tp
-    expert = frac * c.moe_layers * c.experts * c.expert / (tp * ep)
+    expert = frac * c.moe_layers * c.experts * c.expert / ((tp if etp is None else etp) * ep)
     return dense, expert

@@ -32,6 +32,25 @@ class Split:
     virtual_stages: int
     layers_per_stage: int  # the fullest stage (ceil)
     ep_in_tp: bool = False  # inference: experts spread over the tp group (expert tp = tp / ep)
+    last_layers: int | None = None  # transformer layers of the last stage (default: what the others leave)
+    etp: int | None = None  # ranks splitting each expert (expert tensor parallelism; default tp)
+
+    @property
+    def ep_folded(self):
+        """Training: the expert layers have their own split, etp x ep x edp = tp x cp x dp (Megatron-Core
+        MoE parallel folding), because ep does not divide dp."""
+        return (self.ep > 1) & (self.dp % np.maximum(self.ep, 1) != 0) & ~np.asarray(self.ep_in_tp, dtype=bool)
+
+    @property
+    def expert_tp(self):
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def expert_dp(self):
+        """Replicas of each expert: dp x cp / ep, or tp x cp x dp / (etp x ep) when folded."""
+        classic = self.dp * self.cp // np.maximum(self.ep, 1)
+        return np.where(self.ep_folded, self.tp * self.cp * self.dp // np.maximum(self.expert_tp * self.ep, 1),
+                        classic)
 
     def as_column(self) -> Split:
         """This one split as a column of one row (what the array engine takes)."""
@@ -40,8 +59,9 @@ class Split:
     @property
     def degrees(self) -> dict[str, int]:
         """Degrees used to place ranks: ep is carved out of dp (expert data parallelism)."""
-        ep = np.where(self.ep_in_tp, 1, self.ep)
-        dp = np.where(self.ep_in_tp, self.dp, self.dp // np.maximum(ep, 1))
+        own = self.ep_in_tp | self.ep_folded  # experts not carved out of dp
+        ep = np.where(own, 1, self.ep)
+        dp = np.where(own, self.dp, self.dp // np.maximum(ep, 1))
         if np.ndim(self.tp) == 0:
             ep, dp = int(ep), int(dp)
         return {"tp": self.tp, "cp": self.cp, "ep": ep, "dp": dp, "pp": self.pp}
@@ -55,13 +75,14 @@ def inputs_of(sc: Scenario) -> dict:
             "global_batch_size": w.global_batch_size}
 
 
-def _checks(sc: Scenario, a: dict, dp, ep_in_tp) -> list[tuple]:
+def _checks(sc: Scenario, a: dict, dp, ep_in_tp, folds) -> list[tuple]:
     """(failing mask, message of row i, path) for each rule, in the order they are reported."""
     m, w = sc.model, sc.workload
     n, tp, pp, cp, ep, mb, v = (a[k] for k in ("num_devices", "tp", "pp", "cp", "ep", "microbatch_size",
                                                "virtual_stages"))
     inner = tp * pp * cp
     experts = m.moe.experts if m.moe else 1
+    slots = m.layers + extra_stages(sc)  # embedding and loss counted as pipeline layers (Megatron-LM)
     seq = w.seq_len if w.mode == "training" else (w.input_len or w.seq_len)
     per_step = dp * mb
     out = [
@@ -70,15 +91,17 @@ def _checks(sc: Scenario, a: dict, dp, ep_in_tp) -> list[tuple]:
         (inner * dp != n, lambda i: f"tp*pp*cp*dp = {inner[i] * dp[i]} must equal num_devices ({n[i]})",
          "parallel.dp"),
         (m.heads % tp != 0, lambda i: f"heads ({m.heads}) are not divisible by tp ({tp[i]})", "parallel.tp"),
-        (pp * v > m.layers, lambda i: f"pp*virtual_stages ({pp[i]}*{v[i]}) exceeds layers ({m.layers})",
-         "parallel.pp"),
+        (pp * v > slots, lambda i: f"pp*virtual_stages ({pp[i]}*{v[i]}) exceeds layers ({m.layers}"
+                                   + (f" + {slots - m.layers} for the embedding and loss" if slots > m.layers else "")
+                                   + ")", "parallel.pp"),
         ((ep > 1) & (m.moe is None), lambda i: f"ep ({ep[i]}) > 1 needs a mixture-of-experts model",
          "parallel.ep"),
         ((ep > 1) & (experts % ep != 0), lambda i: f"experts ({experts}) are not divisible by ep ({ep[i]})",
          "parallel.ep"),
-        ((ep > 1) & (dp % ep != 0) & ~ep_in_tp,
+        ((ep > 1) & (dp % ep != 0) & ~ep_in_tp & ~folds,
          lambda i: f"dp ({dp[i]}) is not divisible by ep ({ep[i]}): expert parallelism is carved out of data "
-                   "parallelism (inference: or out of tp, when ep divides tp)", "parallel.ep"),
+                   "parallelism (training: or folded over tp x cp x dp, when ep divides it; inference: or out "
+                   "of tp, when ep divides tp)", "parallel.ep"),
         (seq % cp != 0, lambda i: f"seq_len ({seq}) is not divisible by cp ({cp[i]})", "parallel.cp"),
     ]
     if w.mode == "training":
@@ -86,6 +109,13 @@ def _checks(sc: Scenario, a: dict, dp, ep_in_tp) -> list[tuple]:
         out.append((gbs % per_step != 0, lambda i: f"global_batch_size ({gbs[i]}) is not divisible by "
                     f"dp*microbatch_size ({dp[i]}*{mb[i]} = {per_step[i]})", "workload.global_batch_size"))
     return out
+
+
+def extra_stages(sc: Scenario) -> int:
+    """Pipeline layer slots taken by the embedding and by the loss (Megatron-LM
+    --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split)."""
+    p = sc.parallel
+    return int(p.pipeline_embedding_stage) + int(p.pipeline_loss_stage)
 
 
 def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
@@ -100,7 +130,15 @@ def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
     ep_in_tp = (ep > 1) & (sc.workload.mode == "inference") & (dp % ep != 0) & (tp % ep == 0)
     failed = np.zeros(dp.shape, dtype=bool)
     reasons: list = [None] * dp.size
-    for mask, message, path in _checks(sc, a, dp, ep_in_tp):
+    # training: expert layers folded over the tp x cp x dp ranks with etp = min(tp, tp*cp*dp / ep) ranks per
+    # expert (Megatron-Core MoE parallel folding, arXiv 2504.14960), when ep does not divide dp
+    world = tp * a["cp"] * dp
+    etp = np.where(ep_in_tp, tp // np.maximum(ep, 1), tp)
+    folded_etp = np.minimum(tp, world // np.maximum(ep, 1))
+    folds = ((ep > 1) & (sc.workload.mode == "training") & (dp % np.maximum(ep, 1) != 0) & (folded_etp >= 1)
+             & (world % np.maximum(folded_etp * ep, 1) == 0))
+    etp = np.where(folds, folded_etp, etp)
+    for mask, message, path in _checks(sc, a, dp, ep_in_tp, folds):
         new = np.broadcast_to(mask, dp.shape) & ~failed
         for i in np.flatnonzero(new):
             reasons[i] = (message(i), path)
@@ -108,9 +146,14 @@ def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
     microbatches = np.ones_like(dp)
     if sc.workload.mode == "training":
         microbatches = a["global_batch_size"] // np.maximum(dp * a["microbatch_size"], 1)
-    split = Split(tp=tp, pp=a["pp"], dp=dp, cp=a["cp"], ep=ep, microbatch_size=a["microbatch_size"],
+    pp, layers, e = a["pp"], sc.model.layers, int(sc.parallel.pipeline_embedding_stage)
+    per = -(-(layers + extra_stages(sc)) // pp)  # layer slots per stage, the embedding and loss as one each
+    first = np.where(pp > 1, per - e, layers)
+    last = np.where(pp > 1, layers - (pp - 1) * per + e, layers)
+    fullest = np.where(pp > 2, per, np.maximum(first, last))
+    split = Split(tp=tp, pp=pp, dp=dp, cp=a["cp"], ep=ep, microbatch_size=a["microbatch_size"],
                   microbatches=microbatches, virtual_stages=a["virtual_stages"],
-                  layers_per_stage=-(-sc.model.layers // a["pp"]), ep_in_tp=ep_in_tp)
+                  layers_per_stage=fullest, ep_in_tp=ep_in_tp, last_layers=last, etp=etp)
     return split, ~failed, reasons
 
 

@@ -76,22 +76,23 @@ def _pass_time(ops: list[Op], sc: Scenario):
     return fwd, bwd, attn_fwd
 
 
-def layer_operators(sc: Scenario, b, tp, cp, ep) -> tuple[list[Op], list[Op]]:
+def layer_operators(sc: Scenario, b, tp, cp, ep, etp=None) -> tuple[list[Op], list[Op]]:
     """(dense-layer ops, MoE-layer ops) of one microbatch of ``b`` sequences on one device, as the step
     time counts them (the same list for both when the model has no MoE layers)."""
     m, w, p = sc.model, sc.workload, sc.parallel
     s, seqpar, fl = w.seq_len, p.sequence_parallel, p.flash_attention
     dense = layer_ops(m, b, s, tp, cp, seqpar, w.precision, False, ep, flash=fl)
-    return dense, (layer_ops(m, b, s, tp, cp, seqpar, w.precision, True, ep, flash=fl) if m.moe else dense)
+    return dense, (layer_ops(m, b, s, tp, cp, seqpar, w.precision, True, ep, flash=fl, expert_tp=etp)
+                   if m.moe else dense)
 
 
-def _compute(sc: Scenario, b, tp, cp, ep) -> dict:
+def _compute(sc: Scenario, b, tp, cp, ep, etp) -> dict:
     """Per-microbatch compute of a layer (dense and MoE mixed by their share), the output layer and the
     embedding, and the GEMM windows TP collectives hide under; arrays over distinct (b, tp, cp, ep)."""
     m, w = sc.model, sc.workload
     s = w.seq_len
     dense_frac = 1 - ((m.layers - m.moe.first_dense_layers) / m.layers if m.moe else 0.0)
-    dense, moe = layer_operators(sc, b, tp, cp, ep)
+    dense, moe = layer_operators(sc, b, tp, cp, ep, etp)
     (f_d, b_d, a_d), (f_m, b_m, a_m) = _pass_time(dense, sc), _pass_time(moe, sc)
     head_f, head_b, _ = _pass_time(head_ops(m, b, s, tp, cp, w.precision), sc)
     emb_f, emb_b, _ = _pass_time(embedding_ops(m, b, s, tp, cp), sc)
@@ -127,11 +128,12 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     n_rows = np.shape(tp)
 
     # --- compute of the fullest stage, per microbatch -------------------------------------------
-    c = on_distinct(lambda *k: _compute(sc, *k), b, tp, cp, ep)
+    etp = sp.expert_tp
+    c = on_distinct(lambda *k: _compute(sc, *k), b, tp, cp, ep, etp)
     lay_f, lay_b, lay_attn, head_f, head_b = c["lay_f"], c["lay_b"], c["lay_attn"], c["head_f"], c["head_b"]
     dense_frac = c["dense_frac"]
     stage_layers = sp.layers_per_stage
-    n_last = np.where(pp > 1, m.layers - (pp - 1) * stage_layers, m.layers)
+    n_last = sp.last_layers
     # the last stage also runs the output layer; it sets the pace if that makes it the fullest
     last_extra = head_f + head_b - (stage_layers - n_last) * (lay_f + lay_b)
     extra_f = np.where(pp == 1, head_f + c["emb_f"], np.where(last_extra > 0, head_f, 0.0))
@@ -159,11 +161,15 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     cp_fwd = stage_layers * np.maximum(0.0, cp_ring - lay_attn)
     cp_comm = cp_fwd + stage_layers * np.maximum(0.0, 2 * cp_ring - cal.FLASH_BWD_FLOPS_RATIO * lay_attn)
 
+    # folded expert layers (split.Split.ep_folded): the expert grid etp x ep x edp over the tp x cp x dp
+    # ranks, etp innermost (Megatron-Core MoE parallel folding)
+    folded = sp.ep_folded
+    ep_stride = np.where(folded, etp, st["ep"])
     ep_comm = np.zeros(n_rows)
     if m.moe:
         a2a_bytes = b * s / cp * m.moe.top_k * moe_dispatch_factor(m) * m.hidden * ACT_BYTES / (tp if seqpar else 1)
         # dispatch + combine forward, the same backward (Lepikhin et al. 2020, GShard)
-        ep_comm = (4 * comm_time(net, "all_to_all", a2a_bytes, ep, st["ep"]) * stage_layers
+        ep_comm = (4 * comm_time(net, "all_to_all", a2a_bytes, ep, ep_stride) * stage_layers
                    * (1 - dense_frac))
 
     # scatter/gather optimisation (Narayanan et al. 2021 sec. 4.1): each tp rank sends 1/tp of the
@@ -181,12 +187,14 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     bubble = (pp - 1) / v * per_mb  # 1F1B: (p-1) slots; interleaved: (p-1)/v
 
     # --- parameters, data parallelism, optimizer -------------------------------------------------
-    local_dense, local_expert = local_params(m, stage_layers, pp, tp, ep)
+    local_dense, local_expert = local_params(m, stage_layers, pp, tp, ep, etp)
     local_total = local_dense + local_expert
     # context-parallel ranks hold the same weights: gradients are reduced, and ZeRO shards, over dp * cp
     # (Megatron-Core's data-parallel group "with context parallel")
     dp, z = sp.dp * cp, p.zero_stage
     dp_stride = np.where(cp > 1, np.minimum(st["dp"], st["cp"]), st["dp"])
+    edp = np.where(folded, sp.expert_dp, dp // ep)  # replicas of each expert: its gradients are reduced over them
+    edp_stride, edp_path = np.where(folded, etp * ep, dp_stride), np.where(folded, edp, dp)
     # gradients are reduced in the dtype of the grad buffer (fp32 with bf16, memory.grad_reduce_bytes),
     # the updated weights all-gathered in 16 bits (the distributed optimizer's bf16 param buffer)
     prec, gdt, ost = w.precision, p.grad_reduce_dtype, p.optimizer_states
@@ -197,7 +205,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
 
     def sync(op: str, nbytes: float):
         return units * (comm_time(net, op, local_dense * nbytes / units, dp, dp_stride)
-                        + comm_time(net, op, local_expert * nbytes / units, dp // ep, dp_stride, dp))
+                        + comm_time(net, op, local_expert * nbytes / units, edp, edp_stride, edp_path))
 
     if z == 0:
         grad_sync, param_sync = sync("all_reduce", red_bytes), 0.0
@@ -228,9 +236,9 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     head = head_activation_bytes(m, b, s, tp, cp)
     stages = []
     for layers, last in ((stage_layers, False), (n_last, True)):
-        dense_p, expert_p = local_params(m, layers, pp, tp, ep)
+        dense_p, expert_p = local_params(m, layers, pp, tp, ep, etp)
         sd, se = (state_bytes(n, k, z, precision=prec, grad_dtype=gdt, optimizer_states=ost)
-                  for n, k in ((dense_p, dp), (expert_p, dp // ep)))
+                  for n, k in ((dense_p, dp), (expert_p, edp)))
         acts = layers * act_layer * inflight_microbatches(pp, mbs, v, last=last) + np.where((pp == 1) | last, head, 0.0)
         stages.append({"weights": sd.weights + se.weights, "grads": sd.gradients + se.gradients,
                        "optimizer": sd.optimizer + se.optimizer, "activations": acts,
@@ -249,7 +257,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
              for dim, op, nbytes, k, stride in (
                  ("tp", tp_ops[-1], tok_bytes, tp, st["tp"]),
                  ("dp", "all_reduce" if z == 0 else "reduce_scatter", local_dense * red_bytes, dp, dp_stride),
-                 ("ep", "all_to_all", tok_bytes, ep, st["ep"]),
+                 ("ep", "all_to_all", tok_bytes, ep, ep_stride),
                  ("pp", "p2p", tok_bytes, np.where(pp > 1, 2, 1), st["pp"]))}
     return {
         "dp": sp.dp, "microbatches": mbs, "layers_per_stage": full(stage_layers),

@@ -115,13 +115,15 @@ class Parallel:
     tp_comm_overlap: bool
     flash_attention: bool
     microbatch_size: int
-    virtual_stages: int
+    virtual_stages: int | str  # "auto": resolved by study.records before the engine sees it
     recompute: str
     zero_stage: int
     order: tuple[str, ...]
     attention_kernel: str = "auto"
     grad_reduce_dtype: str = "auto"  # auto | fp32 | bf16 (memory.grad_bytes)
     optimizer_states: str = "fp32"  # fp32 | fp32-remainders | bf16 (memory.OPTIMIZER_STATE_BYTES)
+    pipeline_embedding_stage: bool = False  # the embedding counts as a pipeline layer (Megatron-LM)
+    pipeline_loss_stage: bool = False  # the output layer and loss count as a pipeline layer
 
 
 @dataclass(frozen=True)

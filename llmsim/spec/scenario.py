@@ -26,7 +26,12 @@ class ParallelSpec(Strict):
     attention_kernel: str = "auto"  # a kernel of the accelerator's measured_attention_tflops; auto: fastest
     tp_comm_overlap: bool = False  # TP collectives overlapped with GEMMs (Transformer Engine userbuffers)
     microbatch_size: PosInt = 1
-    virtual_stages: PosInt = 1
+    # interleaved 1F1B chunks per device; auto: the fastest that fits (llmsim estimate says which)
+    virtual_stages: PosInt | Literal["auto"] = 1
+    # the embedding / the output layer and loss take a pipeline layer slot each (Megatron-LM
+    # --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split)
+    pipeline_embedding_stage: bool = False
+    pipeline_loss_stage: bool = False
     recompute: Literal["none", "selective", "full"] = "selective"
     zero_stage: int = Field(default=1, ge=0, le=3)
     # dtype gradients are accumulated and data-parallel-reduced in (NeMo optim.grad_sync_dtype); auto:

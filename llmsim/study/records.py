@@ -48,9 +48,60 @@ def record(sc) -> dict:
         return first_row(cols)
     from llmsim.engine.split import resolve_split
 
+    sc = resolve_virtual_stages(sc)
     sp = resolve_split(sc)
     cols = training_record(sc, sp.as_column(), np.array([sc.num_devices]), np.array([w.global_batch_size]))
     return first_row(cols)
+
+
+def interleavings(sc) -> list[int]:
+    """Virtual stages a pipeline can run: 1, and every v > 1 that splits each device's layer slots (the
+    embedding and loss counted when they take one) into v equal chunks (Megatron-LM: layers per virtual
+    stage an integer) with no chunk left empty."""
+    from llmsim.engine.split import extra_stages
+
+    p, slots = sc.parallel, sc.model.layers + extra_stages(sc)
+    if p.pp <= 1:
+        return [1]
+    per_device = -(-slots // p.pp)
+    return [1] + [v for v in range(2, per_device + 1) if per_device % v == 0 and p.pp * v <= slots]
+
+
+def resolve_virtual_stages(sc):
+    """The scenario with ``virtual_stages: auto`` replaced by the interleaving it picks (unchanged
+    otherwise): every one of ``interleavings`` evaluated as one column, the fastest that fits in memory
+    kept (the fastest of all when none fits)."""
+    import dataclasses
+
+    if sc.parallel.virtual_stages != "auto":
+        return sc
+    if sc.workload.mode != "training":
+        return dataclasses.replace(sc, parallel=dataclasses.replace(sc.parallel, virtual_stages=1))
+    best = int(_fastest_interleaving(sc)["virtual_stages"][0])
+    return dataclasses.replace(sc, parallel=dataclasses.replace(sc.parallel, virtual_stages=best))
+
+
+def _fastest_interleaving(sc) -> dict:
+    import dataclasses
+
+    from llmsim.engine.errors import DesignError
+    from llmsim.engine.split import inputs_of, split_arrays
+
+    vs = np.array(interleavings(sc))
+    a = {k: np.full(len(vs), v) for k, v in inputs_of(dataclasses.replace(
+        sc, parallel=dataclasses.replace(sc.parallel, virtual_stages=1))).items() if v is not None}
+    a["virtual_stages"] = vs
+    split, ok, reasons = split_arrays(sc, a)
+    if not ok.any():
+        message, path = next(r for r in reasons if r is not None)
+        raise DesignError(message, path=path)
+    keep = np.flatnonzero(ok)
+    sub = type(split)(**{f: np.asarray(getattr(split, f))[keep] for f in split.__dataclass_fields__})
+    cols = training_record(sc, sub, a["num_devices"][keep], a["global_batch_size"][keep])
+    fits = np.asarray(cols["fits_in_memory"], dtype=bool)
+    score = np.where(fits | ~fits.any(), np.asarray(cols["tokens_per_s"], dtype=float), -np.inf)
+    best = int(np.argmax(score))
+    return {k: np.asarray(v)[best:best + 1] for k, v in cols.items()}
 
 
 def _const(rows: int):
@@ -132,4 +183,4 @@ def operator_rows(sc) -> list[dict]:
     """The per-operator table of ``llmsim estimate --ops``."""
     from llmsim.engine.op_table import operator_table
 
-    return operator_table(sc)
+    return operator_table(resolve_virtual_stages(sc))

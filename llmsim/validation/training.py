@@ -100,10 +100,11 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
     if dp is not None and ep > 1 and tp * pp * cp * dp * ep == hw["count"]:
         dp *= ep  # records that count FSDP and expert ranks apart (MaxText): llmsim carves ep out of dp
         notes.append(f"dp {dp} = data x expert ranks")
-    vpp = p.get("vpp") or (2 if "interleaved" in framework.lower() and pp > 1 else 1)
-    if vpp == 2 and not p.get("vpp"):
-        notes.append("interleaved pipeline: 2 virtual stages assumed (not stated)")
-    microbatch = p.get("microbatch") or _default_microbatch(p, framework, dp, pp, vpp, notes)
+    vpp = p.get("vpp") or ("auto" if "interleaved" in framework.lower() and pp > 1 else 1)
+    if vpp == "auto":
+        notes.append("interleaved pipeline, virtual stages not stated: auto (the fastest that fits)")
+    microbatch = p.get("microbatch") or _default_microbatch(p, framework, dp, pp, 1 if vpp == "auto" else vpp,
+                                                            notes)
     megatron_core = any(k in framework for k in ("Megatron-Core", "NeMo"))
     sp = p.get("sp")
     if sp is None and megatron_core and tp > 1:

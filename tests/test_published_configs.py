@@ -1,0 +1,116 @@
+"""Configurations published runs used, each accepted and modelled (issue 17, deliverable 5)."""
+
+import pytest
+from conftest import run_cli
+
+from llmsim.study.records import interleavings, load, record
+
+# TorchTitan's Llama 3.1 405B on 512 H100 (FSDP 8 x TP 8 x PP 8, "Interleaved 1F1B"; the benchmark does
+# not state the virtual stages per rank: torchtitan benchmarks/llama3_h100_202412_torchtitan.md, table 5)
+TORCHTITAN_405B = ["model=llama3-405b", "system.accelerator=h100-sxm-96gb", "system.network=grand-teton-h100",
+                   "system.num_devices=512", "parallel.tp=8", "parallel.pp=8", "parallel.zero_stage=3",
+                   "parallel.recompute=full", "workload.precision=fp8", "workload.seq_len=8192",
+                   "workload.global_batch_size=256", "parallel.microbatch_size=4"]
+
+
+def test_virtual_stages_auto_picks_the_fastest_interleaving_that_fits(registry):
+    # 126 layers on 8 stages: 16 layer slots per device, so 1, 2, 4, 8 or 16 chunks of equal size; 16
+    # would need 8 x 16 = 128 chunks, more than the 126 layers
+    sc = load(None, registry, [*TORCHTITAN_405B, "parallel.virtual_stages=auto"])
+    assert interleavings(sc) == [1, 2, 4, 8]
+    chosen = record(sc)
+    each = {v: record(load(None, registry, [*TORCHTITAN_405B, f"parallel.virtual_stages={v}"])) for v in (1, 2, 4, 8)}
+    fitting = {v: r["tokens_per_s"] for v, r in each.items() if r["fits_in_memory"]}
+    assert fitting, "the published configuration must fit"
+    best = max(fitting, key=fitting.get)
+    assert chosen["virtual_stages"] == best and chosen["tokens_per_s"] == each[best]["tokens_per_s"]
+    # interleaving divides the bubble by v (Narayanan eq. 2), so more than one chunk wins here
+    assert best > 1 and each[best]["bubble_time_s"] < each[1]["bubble_time_s"]
+
+
+def test_estimate_says_which_interleaving_it_picked():
+    r = run_cli("estimate", *(f"--set={o}" for o in TORCHTITAN_405B), "--set", "parallel.virtual_stages=auto",
+                "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert "virtual_stages auto -> " in r.stderr and "(the fastest that fits of 1, 2, 4, 8)" in r.stderr
+
+
+def test_virtual_stages_auto_in_a_sweep_base_names_the_grid_instead(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("base:\n  model: llama3-8b\n  system: {accelerator: h100-sxm, num_devices: 16, network: dgx-h100}\n"
+                    "  parallel: {tp: 8, pp: 2, virtual_stages: auto}\n"
+                    "  workload: {mode: training, precision: bf16, seq_len: 4096, global_batch_size: 64}\n"
+                    "grid:\n  parallel.microbatch_size: [1, 2]\nkeep: all\n")
+    r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("grid: parallel.virtual_stages: [1, 2, 4]") == 2
+
+
+@pytest.mark.parametrize("rid", ["torchtitan_202412_llama31_405b_h100_512gpu_fsdp8_tp8_pp8_interleaved_fp8"])
+def test_the_published_interleaved_run_converts_with_auto(registry, rid):
+    from llmsim.validation import runs
+
+    items, _ = runs.cases(registry, (runs.TRAINING,))
+    case = next(c for c in items if c.rec["id"] == rid)
+    assert case.scenario.parallel.virtual_stages == "auto"
+    assert any("virtual stages not stated: auto" in n for n in case.notes)
+
+
+# Llama 3.1 405B (126 layers) on 16 pipeline stages of 8 virtual stages each = 128 chunks: Megatron-LM
+# counts the embedding and the loss as a layer each (--account-for-embedding-in-pipeline-split,
+# --account-for-loss-in-pipeline-split) to make them even; pp 16 with tp 4 on 128 B200 is Megatron-Bridge's
+# llama31_405b_pretrain_128gpu_b200_nvfp4_config (docs.nvidia.com/nemo/megatron-bridge, perf_recipes)
+PIPE_405B = ["model=llama3-405b", "system.accelerator=b200", "system.network=dgx-b200", "system.num_devices=128",
+             "parallel.tp=4", "parallel.pp=16", "parallel.virtual_stages=8", "workload.precision=fp4",
+             "workload.global_batch_size=64", "workload.seq_len=8192"]
+
+
+def test_embedding_and_loss_stages_let_a_pipeline_take_two_more_chunks(registry):
+    from llmsim.engine.errors import DesignError
+    from llmsim.engine.split import resolve_split
+
+    with pytest.raises(DesignError, match=r"pp\*virtual_stages \(16\*8\) exceeds layers \(126\)"):
+        record(load(None, registry, PIPE_405B))
+    sc = load(None, registry, [*PIPE_405B, "parallel.pipeline_embedding_stage=true", "parallel.pipeline_loss_stage=true"])
+    sp = resolve_split(sc)
+    # 128 slots / 16 stages = 8 per device: the first holds the embedding and 7 layers, the middle 14
+    # stages 8 layers, the last 7 layers and the output layer: 7 + 14 x 8 + 7 = 126
+    assert (sp.layers_per_stage, sp.last_layers) == (8, 7)
+    rec = record(sc)
+    assert rec["layers_per_stage"] == 8 and rec["step_time_s"] > 0
+
+
+# DeepSeek-V3 on 1,024 H100: Megatron-Bridge's deepseek_v3_pretrain_1024gpu_h100_bf16_config, "Recommended
+# parallelism: TP=2, PP=16, EP=64" (docs.nvidia.com/nemo/megatron-bridge, bridge.recipes.deepseek.h100): dp =
+# 1024 / (2 x 16) = 32 < ep 64, so the expert layers are folded over the 64 tp x dp ranks of a stage
+DSV3 = ["model=deepseek-v3", "system.num_devices=1024", "parallel.tp=2", "parallel.pp=16", "parallel.ep=64",
+        "workload.global_batch_size=8192", "workload.seq_len=4096"]
+
+
+def test_moe_parallel_folding_lets_ep_exceed_dp(registry):
+    from llmsim.engine.params import param_counts
+    from llmsim.engine.split import resolve_split
+
+    sc = load(None, registry, DSV3)
+    sp = resolve_split(sc)
+    # etp x ep x edp = tp x cp x dp = 64: etp = min(tp 2, 64 / 64) = 1, one replica of each expert
+    assert sp.ep_folded and (sp.expert_tp, int(sp.expert_dp)) == (1, 1)
+    rec = record(sc)
+    assert rec["ep"] == 64 and rec["dp"] == 32 and rec["step_time_s"] > 0
+    # the fullest stage holds ceil(61 / 16) = 4 of the 61 layers; a device holds 256 / 64 = 4 whole experts
+    # of each of its MoE layers (etp 1): 4/61 x 58 MoE layers x 256 x 3 x 7168 x 2048 / 64 parameters
+    c = param_counts(sc.model)
+    assert c.expert == 3 * 7168 * 2048
+    from llmsim.engine.params import local_params
+
+    _, expert = local_params(sc.model, 4, 16, 2, 64, sp.expert_tp)
+    assert expert == pytest.approx(4 / 61 * 58 * 256 * 3 * 7168 * 2048 / 64)
+
+
+def test_expert_parallelism_that_divides_neither_dp_nor_the_stage_is_refused(registry):
+    from llmsim.engine.errors import DesignError
+
+    # ep 48 divides neither dp 32 nor tp x dp = 64 (DeepSeek-V3's 256 experts split 48 ways would not be
+    # even either: refused by whichever check comes first)
+    with pytest.raises(DesignError, match="divisible by ep"):
+        record(load(None, registry, [*DSV3[:-3], "parallel.ep=48", *DSV3[-2:]]))

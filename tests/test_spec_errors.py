@@ -139,3 +139,16 @@ def test_cli_unknown_key_one_line(tmp_path):
     res = run_cli("check", str(_write(tmp_path, BASE + "colour: red\n")))
     assert res.returncode == 2 and res.stderr.count("\n") == 1
     assert "s.yaml:8: colour: unknown key 'colour'" in res.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["estimate", "--set", "parallel.virtual_stages=0"], "parallel.virtual_stages: should be greater than 0 or 'auto' (got 0)"),
+    (["estimate", "--mode", "inference", "--set", "workload.batch_size=-1", "--input-len", "8", "--output-len", "8"],
+     "workload.batch_size: should be greater than 0 or 'max' (got -1)"),
+    (["calibrate", "-o", "/nonexistent-dir/x.json"], "-o /nonexistent-dir/x.json: directory /nonexistent-dir does not exist"),
+])
+def test_union_values_and_calibrate_output_are_one_line_errors(args, message):
+    # a value that may be a number or a word names both alternatives, not pydantic's branch tags
+    res = run_cli(*args)
+    assert res.returncode == 2 and message in res.stderr and "constrained-int" not in res.stderr
+    assert res.stderr.strip().count("\n") <= 1 and "Traceback" not in res.stderr

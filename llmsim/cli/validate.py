@@ -87,6 +87,11 @@ def calibrate_cmd(
     from llmsim.validation import calibrate as fitting
     from llmsim.validation.runs import cases
 
+    target = output or cal.CALIBRATION_FILE
+    if not target.resolve().parent.is_dir():
+        from llmsim.spec.errors import SpecError
+
+        raise SpecError(f"-o {target}: directory {target.resolve().parent} does not exist")
     items, skipped = cases(registry(ctx))
     sys.stderr.write(f"llmsim calibrate: {len(items)} records ({len(skipped)} not modelled), fitting "
                      f"{', '.join(cal.FITTED)}\n")
@@ -97,7 +102,6 @@ def calibrate_cmd(
             typer.echo(f"{name}: fitted {v:g}, shipped {cal.fitted_values()[name]:g}")
         raise typer.Exit(0 if same else 1)
     content = fitting.calibrate(items, jobs)
-    target = output or cal.CALIBRATION_FILE
     fitting.write(target, content)
     err = content["error"]
     for name, v in content["constants"].items():

@@ -26,7 +26,17 @@ def validate(cls: type[BaseModel], data: Any, doc: Document, prefix: tuple = ())
 
 
 def to_spec_error(err: ValidationError, cls: type[BaseModel], doc: Document, prefix: tuple = ()) -> SpecError:
-    first = err.errors(include_url=False)[0]
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    branch = _union_branch(first["loc"])
+    if branch is not None:  # a value of a union (a number or "auto"): every alternative's complaint, once
+        base = tuple(first["loc"])[:branch]
+        alts = [e for e in errors if tuple(e["loc"])[:branch] == base and len(e["loc"]) == branch + 1]
+        msg = " or ".join(dict.fromkeys(e["msg"].removeprefix("Input ") for e in alts))
+        loc = prefix + base
+        return SpecError(f"should be {msg.removeprefix('should be ').replace(' or should be ', ' or ')} "
+                         f"(got {_short(first.get('input'))})", file=doc.source, line=doc.line_of(loc),
+                         path=".".join(str(x) for x in loc))
     loc = prefix + tuple(first["loc"])
     path = ".".join(str(p) for p in loc) or None
     line = doc.line_of(loc)
@@ -41,6 +51,15 @@ def to_spec_error(err: ValidationError, cls: type[BaseModel], doc: Document, pre
     else:
         msg = f"{first['msg']} (got {_short(first.get('input'))})"
     return SpecError(msg, file=doc.source, line=line, path=path)
+
+
+def _union_branch(loc) -> int | None:
+    """Index of the union-branch tag pydantic puts in an error's location ("constrained-int",
+    "literal['auto']"), None when there is none."""
+    for i, part in enumerate(loc):
+        if isinstance(part, str) and (part.startswith(("constrained-", "literal[")) or part in ("int", "str")):
+            return i
+    return None
 
 
 def _allowed_keys(cls: type[BaseModel], loc: tuple) -> list[str]:

@@ -39,8 +39,11 @@ def regressions(items, values: dict[str, float], cross_validated: dict[str, floa
     return out
 
 
-def test_every_record_that_converted_at_calibration_still_converts(items):
+def test_every_record_that_converted_at_calibration_still_converts_and_is_predicted(items):
     assert set(RECORDED["records"]) <= {c.rec["id"] for c in items}
+    pred = fitting.predictions(items, cal.fitted_values())  # NaN where the engine refuses the record
+    refused = [c.rec["id"] for c, p in zip(items, pred, strict=True) if not math.isfinite(p)]
+    assert refused == []
 
 
 def test_calibrate_reproduces_the_shipped_constants(items):

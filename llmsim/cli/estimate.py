@@ -87,8 +87,8 @@ def estimate(
     rec = evaluate_point(est.operator_rows if ops else est.record, sc, scenario)
     if sc.parallel.virtual_stages == "auto" and not ops:
         choices = ", ".join(map(str, est.interleavings(sc)))
-        sys.stderr.write(f"llmsim estimate: virtual_stages auto -> {rec['virtual_stages']} (the fastest that fits "
-                         f"of {choices})\n")
+        which = "the fastest that fits" if rec["fits_in_memory"] else "none fits: the fastest"
+        sys.stderr.write(f"llmsim estimate: virtual_stages auto -> {rec['virtual_stages']} ({which} of {choices})\n")
     if ops:
         from llmsim.output.tables import print_operators
 

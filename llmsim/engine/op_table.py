@@ -74,7 +74,7 @@ def operator_table(sc: Scenario) -> list[dict]:
     from llmsim.engine.training import layer_operators
 
     seqpar = p.sequence_parallel and p.tp > 1
-    ops = layer_operators(sc, sp.microbatch_size, sp.tp, sp.cp, sp.ep)[moe]
+    ops = layer_operators(sc, sp.microbatch_size, sp.tp, sp.cp, sp.ep, sp.expert_tp)[moe]
     rows = [_row("layer fwd+bwd", op, sc, True) for op in ops]
     if p.tp > 1:  # exposed TP communication of the layer, as the training model overlaps it
         from llmsim.engine.tensor_parallel import layer_tp_comm

@@ -130,13 +130,16 @@ def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
     ep_in_tp = (ep > 1) & (sc.workload.mode == "inference") & (dp % ep != 0) & (tp % ep == 0)
     failed = np.zeros(dp.shape, dtype=bool)
     reasons: list = [None] * dp.size
-    # training: expert layers folded over the tp x cp x dp ranks with etp = min(tp, tp*cp*dp / ep) ranks per
-    # expert (Megatron-Core MoE parallel folding, arXiv 2504.14960), when ep does not divide dp
+    # training: expert layers folded over the tp x cp x dp ranks, each expert split over etp ranks, the
+    # largest divisor of tp for which etp x ep divides them (Megatron-Core MoE parallel folding,
+    # etp x ep x edp = tp x cp x dp), when ep does not divide dp
     world = tp * a["cp"] * dp
     etp = np.where(ep_in_tp, tp // np.maximum(ep, 1), tp)
-    folded_etp = np.minimum(tp, world // np.maximum(ep, 1))
-    folds = ((ep > 1) & (sc.workload.mode == "training") & (dp % np.maximum(ep, 1) != 0) & (folded_etp >= 1)
-             & (world % np.maximum(folded_etp * ep, 1) == 0))
+    folded_etp = np.zeros_like(tp)
+    for d in range(int(tp.max(initial=1)), 0, -1):
+        fits = (folded_etp == 0) & (tp % d == 0) & (world % (d * np.maximum(ep, 1)) == 0)
+        folded_etp = np.where(fits, d, folded_etp)
+    folds = (ep > 1) & (sc.workload.mode == "training") & (dp % np.maximum(ep, 1) != 0) & (folded_etp >= 1)
     etp = np.where(folds, folded_etp, etp)
     for mask, message, path in _checks(sc, a, dp, ep_in_tp, folds):
         new = np.broadcast_to(mask, dp.shape) & ~failed

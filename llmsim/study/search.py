@@ -21,6 +21,7 @@ CPS = (1, 2, 4, 8)
 MICROBATCHES = (1, 2, 4)
 RECOMPUTE = ("none", "selective", "full")
 ZERO = (0, 1, 2, 3)
+VIRTUAL_STAGES = (1, 2, 4, 8)  # virtual_stages: auto in a searched scenario
 SHOWN = ["tp", "pp", "dp", "ep", "cp", "microbatch_size", "recompute", "zero_stage", "step_time_s", "tokens_per_s",
          "mfu", "memory_per_device_gb", "cost_per_million_tokens_usd"]
 
@@ -41,6 +42,8 @@ def search_spec(base: dict, source: str, sc, objective: str, maximize: bool) -> 
             (("parallel", "cp"), cps),
             (("parallel", "microbatch_size"), MICROBATCHES), (("parallel", "recompute"), RECOMPUTE),
             (("parallel", "zero_stage"), ZERO))
+    if data["parallel"].get("virtual_stages") == "auto":  # searched like the other degrees
+        axes += ((("parallel", "virtual_stages"), VIRTUAL_STAGES),)
     return SweepSpec(source, data, axes, (), (), (), ((objective, maximize),))
 
 

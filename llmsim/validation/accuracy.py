@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from llmsim.engine import calibration as cal
 from llmsim.engine.errors import DesignError
 from llmsim.validation.runs import Case, cases
 
@@ -44,7 +43,7 @@ def assess(registry, cross_validate: bool = False, jobs: int = -1) -> Assessment
     if cross_validate:
         from llmsim.validation.calibrate import cross_validate as loso
 
-        pred, _ = loso(kept, cal.fitted_values(), jobs)
+        pred, _ = loso(kept, jobs=jobs)
         for r, c, p in zip(rows, kept, pred.tolist(), strict=True):
             r["cv_predicted"] = p
             r["cv_rel_error"] = p / c.measured - 1 if math.isfinite(p) else math.nan
@@ -54,14 +53,16 @@ def assess(registry, cross_validate: bool = False, jobs: int = -1) -> Assessment
 
 
 def accuracy_table(a: Assessment) -> list[dict]:
-    """Mean absolute error per mode and per source: in-sample, with defaults and cross-validated."""
+    """Mean absolute error per mode, then per source and per hardware: in-sample, with defaults and
+    cross-validated."""
     out = []
-    groups = [("training", "all", a.training), ("inference", "all", a.inference)]
-    for mode, rows in (("training", a.training), ("inference", a.inference)):
-        for source in sorted({r["source"] for r in rows}):
-            groups.append((mode, source, [r for r in rows if r["source"] == source]))
-    for mode, source, rows in groups:
-        row = {"mode": mode, "source": source, "records": len(rows),
+    groups = [("training", "all", "all", a.training), ("inference", "all", "all", a.inference)]
+    for by in ("source", "hardware"):
+        for mode, rows in (("training", a.training), ("inference", a.inference)):
+            for value in sorted({r[by] for r in rows}):
+                groups.append((mode, by, value, [r for r in rows if r[by] == value]))
+    for mode, by, value, rows in groups:
+        row = {"mode": mode, "by": by, "value": value, "records": len(rows),
                "in_sample_mae": _mae([r["rel_error"] for r in rows]),
                "defaults_mae": _mae([r["rel_error_defaults"] if not math.isnan(r["rel_error_defaults"])
                                      else r["rel_error"] for r in rows])}

@@ -99,13 +99,13 @@ def mae(items: list[Case], pred: np.ndarray) -> float:
 def _fold(items: list[Case], source: str, start: dict[str, float]) -> tuple[str, dict, list[float]]:
     train = [c for c in items if c.source != source]
     held = [c for c in items if c.source == source]
-    values = fit(train, start)
+    values = fit(train)  # from the declared starts: the full fit, which saw this source, is not used
     return source, values, predictions(held, values).tolist()
 
 
-def cross_validate(items: list[Case], start: dict[str, float], jobs: int = -1) -> tuple[np.ndarray, dict]:
+def cross_validate(items: list[Case], start: dict[str, float] | None = None, jobs: int = -1) -> tuple[np.ndarray, dict]:
     """Leave-one-source-out: (each case's prediction by the fit that did not see its source, the
-    constants of each fold)."""
+    constants of each fold). Every fold starts from the declared starts (``start`` is not used)."""
     from joblib import Parallel, delayed
 
     sources = sorted({c.source for c in items})
@@ -152,6 +152,7 @@ def calibrate(items: list[Case], jobs: int = -1) -> dict:
             "in_sample": errors_by(items, fitted, mode),
             "cross_validated": errors_by(items, cv, mode),
             "cross_validated_by_source": errors_by(items, cv, lambda c: c.source),
+            "cross_validated_by_hardware": errors_by(items, cv, lambda c: c.rec["hardware"]["accelerator"]),
         },
         "folds": folds,
     }

@@ -129,7 +129,7 @@ def _throughput(rows: list[dict]) -> list[dict]:
 
 def _headline(accuracy: list[dict] | None, mode: str, rows: list[dict], noun: str) -> str:
     """The mode's cross-validated MAE (llmsim's accuracy) when it was run, then the in-sample one."""
-    row = next((a for a in accuracy or [] if a["mode"] == mode and a["source"] == "all"), None)
+    row = next((a for a in accuracy or [] if a["mode"] == mode and a["by"] == "all"), None)
     in_sample = f"in-sample MAE {_pct(row['in_sample_mae'] if row else _mae_of(rows))}"
     if row and "cross_validated_mae" in row:
         return (f"cross-validated MAE **{_pct(row['cross_validated_mae'])}** over {len(rows)} {noun} "
@@ -195,12 +195,13 @@ def markdown(rows: list[dict], skipped: list[dict], inf_rows: list[dict], inf_sk
          for r in rows], "lllrrrrlll")
     if accuracy:
         cv = "cross_validated_mae" in accuracy[0]
-        lines += ["", "## Error by source", "", "Mean absolute error per source (a publication or benchmark "
-                  "table)" + (": in-sample, with llmsim's defaults, cross-validated:" if cv else ":"), ""]
-        lines += _table(["mode", "source", "records", "in-sample", "defaults", *(["cross-validated"] if cv else [])],
-                        [[a["mode"], a["source"], str(a["records"]), _pct(a["in_sample_mae"]), _pct(a["defaults_mae"]),
-                          *([_pct(a["cross_validated_mae"])] if cv else [])] for a in accuracy],
-                        "llrrr" + ("r" if cv else ""))
+        lines += ["", "## Error by source and hardware", "", "Mean absolute error per source (a publication or "
+                  "benchmark table) and per accelerator" + (": in-sample, with llmsim's defaults, cross-validated:"
+                                                            if cv else ":"), ""]
+        lines += _table(["mode", "by", "value", "records", "in-sample", "defaults", *(["cross-validated"] if cv else [])],
+                        [[a["mode"], a["by"], a["value"], str(a["records"]), _pct(a["in_sample_mae"]),
+                          _pct(a["defaults_mae"]), *([_pct(a["cross_validated_mae"])] if cv else [])] for a in accuracy],
+                        "lllrrr" + ("r" if cv else ""))
     lines += ["", "## Inference", "",
               f"![Inference parity plot: predicted vs measured output tokens/s per device]({INFERENCE_PNG})",
               "", "Mean absolute error by group:", ""]

@@ -35,6 +35,17 @@ def _moe(m: dict, framework: str, notes: list[str]) -> dict:
     return moe
 
 
+def _interleaving(framework: str, notes: list[str]):
+    """Virtual stages of an interleaved pipeline a record does not state: TorchTitan's default of two
+    stages per rank for multi-stage schedules (torchtitan/distributed/pipeline.py, generate_split_points:
+    num_stages_per_rank = 2); otherwise ``auto``, the fastest that fits."""
+    if "torchtitan" in framework:
+        notes.append("interleaved pipeline: TorchTitan's default 2 stages per rank")
+        return 2
+    notes.append("interleaved pipeline, virtual stages not stated: auto (the fastest that fits)")
+    return "auto"
+
+
 def _default_microbatch(p: dict, framework: str, dp, pp: int, vpp: int, notes: list[str]) -> int:
     """The microbatch a record does not state. FSDP frameworks without pipelining (MaxText, TorchTitan)
     run each rank's whole local batch at once (no gradient accumulation by default); TorchTitan's
@@ -100,9 +111,7 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
     if dp is not None and ep > 1 and tp * pp * cp * dp * ep == hw["count"]:
         dp *= ep  # records that count FSDP and expert ranks apart (MaxText): llmsim carves ep out of dp
         notes.append(f"dp {dp} = data x expert ranks")
-    vpp = p.get("vpp") or ("auto" if "interleaved" in framework.lower() and pp > 1 else 1)
-    if vpp == "auto":
-        notes.append("interleaved pipeline, virtual stages not stated: auto (the fastest that fits)")
+    vpp = p.get("vpp") or (_interleaving(framework, notes) if "interleaved" in framework.lower() and pp > 1 else 1)
     microbatch = p.get("microbatch") or _default_microbatch(p, framework, dp, pp, 1 if vpp == "auto" else vpp,
                                                             notes)
     megatron_core = any(k in framework for k in ("Megatron-Core", "NeMo"))

@@ -68,12 +68,28 @@ def _flat(name: str, op: str, S: float, path: Path, lat_x: float, bw_x: float) -
         lat += inside * x.latency_s
         share -= inside
         inner *= x.ranks
+    if name == "pairwise" and op == "all_to_all" and len(levels) > 1:
+        return (n - 1) * lat * lat_x + _all_to_all_bandwidth_time(S, path, bw_x)
     if name == "tree" and op == "all_reduce":
         # NCCL trees chain the ranks inside a node and build the binary trees across nodes: latency
         # 2 * (sum of (k - 1) inner hops + log2 k outer hops) (NCCL tuning.cc, tree latency)
         hops = sum((x.ranks - 1 if x.scale_up else alg.log2_steps(x.ranks)) * x.latency_s for x in levels)
         return 2 * hops * lat_x + 2 * S / (bw * bw_x)
     return fn(op, S, n, bw * bw_x, lat * lat_x)
+
+
+def _all_to_all_bandwidth_time(S, path: Path, bw_x: float):
+    """Bandwidth time of an all-to-all across several levels: each rank sends 1/n of its buffer to every
+    rank; what goes to ranks outside its level-(j-1) domain leaves through its own level-j link (its NIC,
+    not the node's aggregate), the innermost level carrying only the traffic that stays inside it
+    (nccl-tests alltoall across nodes is NIC-bound: busbw ~ NIC rate). The slowest level sets the time,
+    the levels streaming at once."""
+    n, inner, t = path.ranks, 1, 0.0
+    for i, x in enumerate(path.levels):
+        crossing = (x.ranks - 1) / n if i == 0 else (n - inner) / n
+        t = np.maximum(t, S * crossing / (x.bw_bytes_per_s * bw_x))
+        inner *= x.ranks
+    return t
 
 
 def _hierarchical(op: str, S, path: Path):
@@ -92,9 +108,11 @@ def _hierarchical(op: str, S, path: Path):
         return best("all_gather", S / k, outer) + best("all_gather", S, inner)
     if op == "broadcast":
         return best("broadcast", S, outer) + best("broadcast", S, inner)
-    if op == "all_to_all":  # traffic to ranks in other domains crosses the outer levels once
+    if op == "all_to_all":
+        # the k/n of the buffer for the own domain inside, then the rest across: an all-to-all over the m
+        # outer domains of the whole buffer sends (m-1)/m of it = (n-k)/n, what leaves each rank's domain
         n = path.ranks
-        return best("all_to_all", S * k / n, inner) + best("all_to_all", S * (n - k) / n, outer)
+        return best("all_to_all", S * k / n, inner) + best("all_to_all", S, outer)
     return alg.INF
 
 

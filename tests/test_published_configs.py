@@ -137,3 +137,19 @@ def test_folded_experts_keep_replicas_when_the_stage_has_more_ranks(registry):
     sp = resolve_split(sc)
     assert sp.ep_folded and sp.expert_tp == 1 and int(sp.expert_dp) == 3
     assert record(sc)["ep_collective"].endswith("on nvlink+infiniband")
+
+
+@pytest.mark.parametrize("model, pp, fullest, last", [
+    # GPT-MoE-1.8T's 120 layers on 32 stages (the GB200 FP4 best split of sweeps/a100-to-b200.yaml):
+    # 24 stages of 4 and 8 of 3 = 120, fuller stages first, so the last holds 3 (not 120 - 31 x 4 = -4)
+    ("gpt-moe-1.8t", 32, 4, 3),
+    # Llama 3 405B's 126 layers on 8 stages: 6 of 16 and 2 of 15
+    ("llama3-405b", 8, 16, 15),
+    ("llama3-70b", 2, 40, 40),  # even: every stage full
+])
+def test_uneven_pipelines_give_the_last_stage_its_share(registry, model, pp, fullest, last):
+    from llmsim.engine.split import resolve_split
+
+    sp = resolve_split(load(None, registry, [f"model={model}", f"parallel.pp={pp}", "parallel.tp=1",
+                                             f"system.num_devices={pp}", f"workload.global_batch_size={pp}"]))
+    assert (sp.layers_per_stage, sp.last_layers) == (fullest, last)

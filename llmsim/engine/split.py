@@ -150,9 +150,14 @@ def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
     if sc.workload.mode == "training":
         microbatches = a["global_batch_size"] // np.maximum(dp * a["microbatch_size"], 1)
     pp, layers, e = a["pp"], sc.model.layers, int(sc.parallel.pipeline_embedding_stage)
-    per = -(-(layers + extra_stages(sc)) // pp)  # layer slots per stage, the embedding and loss as one each
+    slots = layers + extra_stages(sc)  # layer slots, the embedding and the loss one each when counted
+    per = -(-slots // pp)  # the fullest stage's slots
+    # uneven splits: `full` stages hold per slots, the others per - 1, fuller stages first (Megatron-LM's
+    # uneven pipeline split), so the last stage holds per - 1 slots unless every stage is full
+    full = slots - pp * (per - 1)
+    last_slots = np.where(full == pp, per, per - 1)
     first = np.where(pp > 1, per - e, layers)
-    last = np.where(pp > 1, layers - (pp - 1) * per + e, layers)
+    last = np.where(pp > 1, last_slots - int(sc.parallel.pipeline_loss_stage), layers)
     fullest = np.where(pp > 2, per, np.maximum(first, last))
     split = Split(tp=tp, pp=pp, dp=dp, cp=a["cp"], ep=ep, microbatch_size=a["microbatch_size"],
                   microbatches=microbatches, virtual_stages=a["virtual_stages"],

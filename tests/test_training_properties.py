@@ -52,3 +52,35 @@ def test_mfu_bounded_and_memory_above_weight_shard(registry, model, split, rc, z
     parts = sum(out[k] for k in ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "reserved_gb"))
     assert parts == pytest.approx(out["memory_per_device_gb"])
     assert out["memory_stage"] in (("first",) if split[1] == 1 else ("first", "last"))
+
+
+@SETTINGS
+@given(model=st.sampled_from(["llama3-8b", "llama2-13b", "mixtral-8x7b"]), split=splits, rc=recompute, z=zero,
+       nodes=st.sampled_from([1, 2, 4]))
+def test_more_gpus_at_fixed_global_batch_never_raise_per_gpu_throughput(registry, model, split, rc, z, nodes):
+    # doubling dp at a fixed global batch halves each replica's microbatches: per-GPU work falls, the
+    # per-step costs (bubble, gradient reduction, optimizer, overhead) do not, so tokens/s per GPU cannot rise
+    tp, pp, cp = split
+    per_gpu = []
+    for n in (8 * nodes * cp * pp, 16 * nodes * cp * pp):
+        sc = load(None, registry, [f"model={model}", f"parallel.tp={tp}", f"parallel.pp={pp}", f"parallel.cp={cp}",
+                                   f"parallel.recompute={rc}", f"parallel.zero_stage={z}", f"system.num_devices={n}",
+                                   "workload.seq_len=4096", "workload.global_batch_size=1024"])
+        per_gpu.append(estimate_training(sc)["tokens_per_s_per_device"])
+    assert per_gpu[1] <= per_gpu[0] * (1 + 1e-9)
+
+
+@SETTINGS
+@given(split=splits, rc=recompute, z=zero, ep=st.sampled_from([1, 2, 4, 8]))
+def test_more_experts_at_fixed_active_parameters_never_speed_a_step(registry, split, rc, z, ep):
+    # Mixtral's top-2 of 8 experts, then 16 and 32 of the same size: the same active FLOPs per token, more
+    # weights to keep, reduce and update, and fewer rows per expert GEMM
+    tp, pp, cp = split
+    steps = []
+    for experts in (8, 16, 32):
+        sc = load(None, registry, ["model=mixtral-8x7b", f"model.moe.experts={experts}", f"parallel.tp={tp}",
+                                   f"parallel.pp={pp}", f"parallel.cp={cp}", f"parallel.ep={ep}",
+                                   f"parallel.recompute={rc}", f"parallel.zero_stage={z}", "system.num_devices=64",
+                                   "workload.seq_len=4096", "workload.global_batch_size=128"])
+        steps.append(estimate_training(sc)["step_time_s"])
+    assert steps[0] <= steps[1] * (1 + 1e-9) and steps[1] <= steps[2] * (1 + 1e-9)

@@ -57,7 +57,7 @@ def test_fitted_constants_lie_within_their_physical_bounds():
 
 
 def test_cross_validated_error_has_not_risen(items):
-    pred, folds = fitting.cross_validate(items, cal.fitted_values(), jobs=2)
+    pred, folds = fitting.cross_validate(items, jobs=2)
     cv = _mode_errors(items, pred)
     assert all(math.isfinite(v) for v in cv.values()) and len(folds) >= 9
     assert regressions(items, cal.fitted_values(), cv) == []

@@ -96,20 +96,20 @@ def mae(items: list[Case], pred: np.ndarray) -> float:
     return sum(err) / len(err) if err else math.nan
 
 
-def _fold(items: list[Case], source: str, start: dict[str, float]) -> tuple[str, dict, list[float]]:
+def _fold(items: list[Case], source: str) -> tuple[str, dict, list[float]]:
     train = [c for c in items if c.source != source]
     held = [c for c in items if c.source == source]
     values = fit(train)  # from the declared starts: the full fit, which saw this source, is not used
     return source, values, predictions(held, values).tolist()
 
 
-def cross_validate(items: list[Case], start: dict[str, float] | None = None, jobs: int = -1) -> tuple[np.ndarray, dict]:
+def cross_validate(items: list[Case], jobs: int = -1) -> tuple[np.ndarray, dict]:
     """Leave-one-source-out: (each case's prediction by the fit that did not see its source, the
-    constants of each fold). Every fold starts from the declared starts (``start`` is not used)."""
+    constants of each fold). Every fold starts from the declared starts."""
     from joblib import Parallel, delayed
 
     sources = sorted({c.source for c in items})
-    folds = Parallel(n_jobs=jobs)(delayed(_fold)(items, s, start) for s in sources)
+    folds = Parallel(n_jobs=jobs)(delayed(_fold)(items, s) for s in sources)
     pred = np.full(len(items), np.nan)
     for source, _, held in folds:
         idx = [i for i, c in enumerate(items) if c.source == source]
@@ -135,8 +135,7 @@ def calibrate(items: list[Case], jobs: int = -1) -> dict:
     and the provenance (data hashes, the records used)."""
     values = fit(items)
     fitted = predictions(items, values)
-    with constants(values):
-        cv, folds = cross_validate(items, values, jobs)
+    cv, folds = cross_validate(items, jobs)
     mode = lambda c: c.kind.name
     return {
         "version": FILE_VERSION,

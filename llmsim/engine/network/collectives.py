@@ -68,8 +68,10 @@ def _flat(name: str, op: str, S: float, path: Path, lat_x: float, bw_x: float) -
         lat += inside * x.latency_s
         share -= inside
         inner *= x.ranks
-    if name == "pairwise" and op == "all_to_all" and len(levels) > 1:
-        return (n - 1) * lat * lat_x + _all_to_all_bandwidth_time(S, path, bw_x)
+    if op == "all_to_all" and name in ("pairwise", "bruck", "direct"):
+        if name == "pairwise" and len(levels) > 1:
+            return (n - 1) * lat * lat_x + _all_to_all_bandwidth_time(S, path, bw_x)
+        bw = bw * _all_to_all_share(lv) if len(levels) == 1 else bw
     if name == "tree" and op == "all_reduce":
         # NCCL trees chain the ranks inside a node and build the binary trees across nodes: latency
         # 2 * (sum of (k - 1) inner hops + log2 k outer hops) (NCCL tuning.cc, tree latency)
@@ -87,9 +89,16 @@ def _all_to_all_bandwidth_time(S, path: Path, bw_x: float):
     n, inner, t = path.ranks, 1, 0.0
     for i, x in enumerate(path.levels):
         crossing = (x.ranks - 1) / n if i == 0 else (n - inner) / n
-        t = np.maximum(t, S * crossing / (x.bw_bytes_per_s * bw_x))
+        t = np.maximum(t, S * crossing / (x.bw_bytes_per_s * _all_to_all_share(x) * bw_x))
         inner *= x.ranks
     return t
+
+
+def _all_to_all_share(x) -> float:
+    """An all-to-all's achievable rate on a level over the ring's (``calibration.ALL_TO_ALL_LINK_EFFICIENCY``
+    in place of the level's link efficiency)."""
+    ring = cal.SCALEUP_LINK_EFFICIENCY if x.scale_up else cal.SCALEOUT_LINK_EFFICIENCY
+    return cal.ALL_TO_ALL_LINK_EFFICIENCY / ring
 
 
 def _hierarchical(op: str, S, path: Path):

@@ -153,3 +153,21 @@ def test_uneven_pipelines_give_the_last_stage_its_share(registry, model, pp, ful
     sp = resolve_split(load(None, registry, [f"model={model}", f"parallel.pp={pp}", "parallel.tp=1",
                                              f"system.num_devices={pp}", f"workload.global_batch_size={pp}"]))
     assert (sp.layers_per_stage, sp.last_layers) == (fullest, last)
+
+
+def test_moe_layer_frequency_alternates_dense_and_expert_layers(registry):
+    # Mixtral 8x7B with one MoE layer in two (as Llama 4 Maverick alternates them): 16 MoE layers of 32.
+    # Its dense FFN is the expert's width (14336), so each dense layer drops 7 experts and the router:
+    # 16 x (7 x expert + router) parameters fewer; the expert all-to-all runs in half the layers
+    from llmsim.engine.params import param_counts
+    from llmsim.engine.training import estimate_training
+
+    base = ["model=mixtral-8x7b", "system.num_devices=64", "parallel.tp=2", "parallel.pp=1", "parallel.ep=8",
+            "workload.global_batch_size=128", "workload.seq_len=4096"]
+    every, alternate = (load(None, registry, [*base, f"model.moe.layer_frequency={n}"]) for n in (1, 2))
+    assert (every.model.moe_layers, alternate.model.moe_layers) == (32, 16)
+    c1, c2 = param_counts(every.model), param_counts(alternate.model)
+    assert c1.expert == c1.dense_mlp
+    assert c2.total == pytest.approx(c1.total - 16 * (7 * c1.expert + c1.router), rel=1e-12)
+    e1, e2 = estimate_training(every), estimate_training(alternate)
+    assert e2["ep_comm_time_s"] == pytest.approx(e1["ep_comm_time_s"] / 2, rel=1e-12)

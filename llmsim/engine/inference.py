@@ -101,8 +101,7 @@ def _phase_ops(sc: Scenario, b, s, tp, ep, in_tp: bool, ctx=None) -> tuple[list[
 
 
 def _moe_fraction(m: Model) -> float:
-    moe_layers = (m.layers - m.moe.first_dense_layers) if m.moe else 0
-    return moe_layers / m.layers
+    return m.moe_layers / m.layers
 
 
 def decode_contexts(input_len, output_len) -> list:

@@ -62,7 +62,7 @@ def attention_params(m: Model) -> float:
 
 def param_counts(m: Model) -> ParamCounts:
     moe = m.moe
-    dense_layers = m.layers if moe is None else moe.first_dense_layers
+    dense_layers = m.layers - m.moe_layers
     norm_width = m.hidden * (2 if m.bias else 1)  # LayerNorm has a bias, RMSNorm does not
     return ParamCounts(
         attention=attention_params(m),

@@ -91,7 +91,7 @@ def _compute(sc: Scenario, b, tp, cp, ep, etp) -> dict:
     embedding, and the GEMM windows TP collectives hide under; arrays over distinct (b, tp, cp, ep)."""
     m, w = sc.model, sc.workload
     s = w.seq_len
-    dense_frac = 1 - ((m.layers - m.moe.first_dense_layers) / m.layers if m.moe else 0.0)
+    dense_frac = 1 - (m.moe_layers / m.layers if m.moe else 0.0)
     dense, moe = layer_operators(sc, b, tp, cp, ep, etp)
     (f_d, b_d, a_d), (f_m, b_m, a_m) = _pass_time(dense, sc), _pass_time(moe, sc)
     head_f, head_b, _ = _pass_time(head_ops(m, b, s, tp, cp, w.precision), sc)

@@ -23,6 +23,7 @@ class MoE:
     expert_ffn_hidden: int
     first_dense_layers: int
     capacity_factor: float | None
+    layer_frequency: int = 1  # one MoE layer in this many after the first dense layers
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,13 @@ class Model:
     moe: MoE | None = None
     dropout: float = 0.0
     mla: MLA | None = None
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with experts: one in ``layer_frequency`` after the first dense ones (0 without MoE)."""
+        if self.moe is None:
+            return 0
+        return -(-(self.layers - self.moe.first_dense_layers) // self.moe.layer_frequency)
 
     @property
     def gated(self) -> bool:

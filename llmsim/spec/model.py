@@ -18,6 +18,9 @@ class MoESpec(Strict):
     expert_ffn_hidden: PosInt
     first_dense_layers: NonNegInt = 0
     capacity_factor: PosFloat | None = None
+    # after the first dense layers, one layer in layer_frequency is MoE, the others dense (Megatron-Core
+    # --moe-layer-freq; Llama 4 Maverick alternates dense and MoE layers: 2)
+    layer_frequency: PosInt = 1
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:

@@ -125,24 +125,6 @@ def cases(registry, kinds: tuple[Kind, ...] = KINDS) -> tuple[list[Case], list[d
     return out, skipped
 
 
-def evaluate(items: list[Case]) -> tuple[list[dict], list[dict]]:
-    """(rows of the cases the engine evaluates, rows for those it refuses with the reason)."""
-    rows, skipped = [], []
-    for c in items:
-        try:
-            rows.append(c.row(c.kind.estimate(c.scenario)))
-        except DesignError as err:
-            skipped.append({"id": c.rec["id"], "reason": str(err)})
-    return rows, skipped
-
-
-def run(registry, kind: Kind = TRAINING) -> tuple[list[dict], list[dict]]:
-    """(rows for the modelled records of ``kind``, rows for skipped ones with their reason)."""
-    items, skipped = cases(registry, (kind,))
-    rows, refused = evaluate(items)
-    return rows, skipped + refused
-
-
 def summary(rows: list[dict]) -> list[dict]:
     """Mean absolute relative error overall and per group."""
     out = [{"group": "all", "value": "all", "records": len(rows),

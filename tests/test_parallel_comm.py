@@ -56,9 +56,13 @@ def test_context_parallel_ring_passes_kv_chunks_under_attention(registry):
     ring = 4096 * 2 * 8 * 128 * 2 / (1e9 * cal.SCALEUP_LINK_EFFICIENCY)
     full = out["microbatches"] * 32 * 3 * ring  # 4 microbatches x 32 layers
     assert full * 0.92 < out["cp_comm_time_s"] < full
-    # on NVLink (369 GB/s) the same exchange (45 us) hides under attention entirely
-    fast = estimate_training(dataclasses.replace(sc, network=_one_tier("fast", 450e9, 3.4e-6)))
-    assert fast["cp_comm_time_s"] == 0.0
+    # on NVLink (369 GB/s) the same exchange (~56 us) hides under attention; what remains is attention
+    # running 18.9% slower beside it (OVERLAP_COMPUTE_SLOWDOWN): 3 x ring x 0.189 / 1.189 per layer
+    fast_net = _one_tier("fast", 450e9, 3.4e-6)
+    fast = estimate_training(dataclasses.replace(sc, network=fast_net))
+    hop = collective("p2p", 4096 * 2 * 8 * 128 * 2, path_of(fast_net, 1, 2)).time_s
+    x = cal.OVERLAP_COMPUTE_SLOWDOWN
+    assert fast["cp_comm_time_s"] == pytest.approx(fast["microbatches"] * 32 * 3 * hop * x / (1 + x), rel=1e-9)
 
 
 def test_all_to_all_across_nodes_is_bound_by_each_ranks_nic(registry):

@@ -165,7 +165,8 @@ def test_default_scenario_outputs(default):
     out = estimate_training(default)
     assert 0 < out["mfu"] < 1 and out["fits_in_memory"]
     assert out["tokens_per_s"] == pytest.approx(256 * 8192 / out["step_time_s"])
-    parts = (out["compute_time_s"] + out["exposed_comm_time_s"] + out["bubble_time_s"] + out["overhead_time_s"])
+    parts = (out["compute_time_s"] + out["exposed_comm_time_s"] + out["bubble_time_s"] + out["straggler_time_s"]
+             + out["overhead_time_s"])
     assert parts == pytest.approx(out["step_time_s"])
 
 
@@ -202,8 +203,9 @@ def test_free_communication_scales_linearly_with_dp(registry, monkeypatch):
     rates = []
     for n in (64, 128, 256):
         # ZeRO-0: the optimizer shard (and its time) does not shrink with dp
+        # identical devices (no speed spread): nothing waits for a straggler
         sc = load(None, registry, [f"system.num_devices={n}", "parallel.tp=8", "parallel.pp=1", "parallel.zero_stage=0",
-                                   f"workload.global_batch_size={n * 2}"])
+                                   f"workload.global_batch_size={n * 2}", "reliability.device_speed_cv=0"])
         net = sc.network
         fast = dataclasses.replace(net, tiers=tuple(dataclasses.replace(t, bw_bytes_per_s=1e30, latency_s=0.0)
                                                     for t in net.tiers))

@@ -84,3 +84,35 @@ def test_more_experts_at_fixed_active_parameters_never_speed_a_step(registry, sp
                                    "workload.seq_len=4096", "workload.global_batch_size=128"])
         steps.append(estimate_training(sc)["step_time_s"])
     assert steps[0] <= steps[1] * (1 + 1e-9) and steps[1] <= steps[2] * (1 + 1e-9)
+
+
+@SETTINGS
+@given(model=models, split=splits, z=zero, nodes=st.sampled_from([8, 64, 512, 2048]),
+       rate=st.floats(0.0, 1e-3), bw=st.floats(1e7, 1e10), restart=st.floats(0.0, 3600.0))
+def test_goodput_never_exceeds_throughput_and_equals_it_without_failures(registry, model, split, z, nodes, rate,
+                                                                         bw, restart):
+    sc = _scenario(registry, model, split, "selective", z)
+    sc = dataclasses.replace(sc, num_devices=nodes * 8,
+                             workload=dataclasses.replace(sc.workload, global_batch_size=nodes * 8))
+    rel = dataclasses.replace(sc.reliability, failures_per_device_hour=rate, restart_s=restart,
+                              checkpoint_write_bytes_per_s_per_device=bw)
+    out = estimate_training(dataclasses.replace(sc, reliability=rel))
+    assert 0.0 <= out["goodput_tokens_per_s"] <= out["tokens_per_s"]
+    calm = estimate_training(dataclasses.replace(sc, reliability=dataclasses.replace(rel, failures_per_device_hour=0.0)))
+    assert calm["goodput_tokens_per_s"] == calm["tokens_per_s"]
+
+
+@SETTINGS
+@given(split=splits, z=zero, cv=st.floats(0.0, 0.1))
+def test_stragglers_grow_with_the_device_count_and_the_speed_spread(registry, split, z, cv):
+    sc = _scenario(registry, "llama3-8b", split, "selective", z)
+    rel = dataclasses.replace(sc.reliability, device_speed_cv=cv)
+    def wait(n, r):
+        at = dataclasses.replace(sc, num_devices=n, reliability=r,
+                                 workload=dataclasses.replace(sc.workload, global_batch_size=n))
+        out = estimate_training(at)
+        return out["straggler_time_s"] / out["compute_time_s"]  # the wait per second of compute
+
+    waits = [wait(n, rel) for n in (64, 1024, 16384)]
+    assert waits[0] <= waits[1] <= waits[2]
+    assert wait(1024, dataclasses.replace(rel, device_speed_cv=cv * 2)) >= waits[1]

@@ -243,7 +243,8 @@ def _scenario_row(ctx: typer.Context, scenario_args: dict):
 TRAINING_TIME = {"compute": "compute_time_s", "TP comm": "tp_comm_time_s", "CP comm": "cp_comm_time_s",
                  "EP comm": "ep_comm_time_s", "PP send/recv": "pp_comm_time_s",
                  "DP comm (exposed)": "dp_comm_exposed_time_s", "pipeline bubble": "bubble_time_s",
-                 "optimizer": "optimizer_time_s", "overhead": "overhead_time_s"}
+                 "optimizer": "optimizer_time_s", "stragglers": "straggler_time_s",
+                 "overhead": "overhead_time_s"}
 # inference parts sum to e2e_latency_s: prefill once, decode (output_len - 1) times
 INFERENCE_TIME = {"prefill compute": "prefill_compute_time_s", "prefill comm": "prefill_comm_time_s",
                   "decode compute": "decode_compute_time_s", "decode comm": "decode_comm_time_s"}

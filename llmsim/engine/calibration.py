@@ -86,6 +86,19 @@ ATTENTION_MATMUL_RATIO = 0.75
 # fig. 5-6), i.e. s / (s + 280) within 5%.
 ATTENTION_HALF_SEQ = 280
 
+# Compute under an overlapped collective runs this much slower (engine/overlap.py): 18.9% on average (up
+# to 40%) over GPT and Llama training on 4x A100, H100, MI210, MI250 (Lee et al., arXiv 2507.03114, 2025,
+# abstract); NCCL takes 16 SMs of a DGX's GPUs for its channels (S. Jeaugey, NVIDIA/nccl#689) and the HBM
+# bandwidth its copies need.
+OVERLAP_COMPUTE_SLOWDOWN = 0.189
+
+# Data-parallel gradient buckets of Megatron-Core (--overlap-grad-reduce): "max(40000000, 1000000 *
+# dp_size) parameters" per bucket (megatron/core/distributed/distributed_data_parallel_config.py,
+# bucket_size docstring). The last bucket (the first layers and the embedding) is reduced after the
+# backward ends; the same buckets all-gather the updated weights (--overlap-param-gather).
+DP_BUCKET_PARAMS = 40e6
+DP_BUCKET_PARAMS_PER_RANK = 1e6
+
 # Max/mean expert load of routed MoE tokens (auxiliary-loss balancing) in a dropless MoE; the slowest
 # expert sets the pace. No published device-level max/mean was found; the value sits inside the capacity
 # factors 1.0-1.25 that Switch Transformer trains with under its auxiliary loss ("Switch Transformers

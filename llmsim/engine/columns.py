@@ -51,10 +51,6 @@ def per_key(fn: Callable[..., tuple], *keys) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(col)[code] for col in zip(*results, strict=True))
 
 
-
-
-
-
 def first_row(cols: dict) -> dict:
     """Row 0 of a dict of column arrays as plain Python values (a one-point estimate)."""
     return {k: v[0].item() if isinstance(v[0], np.generic) else v[0] for k, v in cols.items()}
@@ -66,14 +62,6 @@ def on_distinct(fn: Callable[..., dict], *keys) -> dict:
     code, first = factorize(*keys)
     small = [np.broadcast_to(np.asarray(k), code.shape).ravel()[first] for k in keys]
     return {k: np.broadcast_to(np.asarray(v, dtype=float), first.shape)[code] for k, v in fn(*small).items()}
-
-
-
-
-
-
-
-
 
 
 def on_flag(fn: Callable[..., dict], flag, *keys) -> dict:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.memory import moe_row_factor
+from llmsim.engine.memory import moe_dispatch_factor, moe_row_factor
 from llmsim.engine.types import PRECISION_BYTES, Accelerator, Model
 
 ACT_BYTES = 2.0  # activations stay in 16-bit even in FP8 training (Transformer Engine keeps bf16 I/O)
@@ -30,6 +30,7 @@ class Op:
     count: float = 1.0  # how many layers of this kind the op stands for
     core_attention: bool = False  # recomputed by selective recomputation (Korthikanti sec. 5)
     cast_elems: tuple = (0.0, 0.0)  # 16-bit GEMM input (forward) and output-gradient (backward) elements
+    kernels: float = 1.0  # kernel launches per execution (a grouped GEMM run as one GEMM per expert)
 
 
 def gemm(name: str, m, n, k, wbytes: float, count: float = 1.0) -> Op:
@@ -47,11 +48,16 @@ def elementwise(name: str, elements, reads: float, writes: float, count: float =
 
 
 def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool, ep=1,
-              count: float = 1.0, flash: bool = True, touched_experts=None, expert_tp=None) -> list[Op]:
+              count: float = 1.0, flash: bool = True, touched_experts=None, expert_tp=None,
+              gemm_per_expert: bool = False, moe_dispatch: str = "permute") -> list[Op]:
     """Operators of one transformer layer for one microbatch of ``b`` sequences of ``s`` tokens.
 
     ``touched_experts``: how many of a device's local experts receive tokens (their weights are read);
-    None: all of them (training, prefill). ``expert_tp``: ranks splitting each expert (default tp)."""
+    None: all of them (training, prefill). ``expert_tp``: ranks splitting each expert (default tp).
+    ``gemm_per_expert``: the grouped expert GEMM launches one kernel per local expert (Transformer Engine
+    GroupedLinear in training) rather than one fused kernel (TensorRT-LLM, vLLM fused MoE).
+    ``moe_dispatch``: routed rows gathered by index (``permute``) or by GShard's one-hot einsums
+    (``einsum``)."""
     wb = PRECISION_BYTES[precision]
     h, a, kv, d = m.hidden, m.heads, m.kv_heads, m.head_dim
     tokens = b * s / cp  # context parallelism splits the sequence
@@ -112,13 +118,37 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         f = moe.expert_ffn_hidden
         etp = tp if expert_tp is None else expert_tp
         ops.append(gemm("router", tokens, moe.experts, h, wb, count))
+        # router softmax and top-k over fp32 logits (read, write the probabilities, read them again)
+        ops.append(elementwise("router_topk", tokens * moe.experts, 4, 2, count))
+        # token permutation: routed rows gathered into expert order before the dispatch and scattered
+        # back (weighted by the router probabilities) after the combine; with ep > 1 the received chunks
+        # are sorted by local expert and unsorted once more (Megatron-Core MoEAlltoAllTokenDispatcher:
+        # permute, sort_chunks_by_idxs, unpermute). Backward moves the same bytes the other way.
+        routed = tokens * moe.top_k * moe_dispatch_factor(m)
+        if moe_dispatch == "einsum":
+            # GShard dispatch and combine as dense einsums with one-hot [tokens, experts, capacity] masks
+            # per sequence (Lepikhin et al. 2020, arXiv 2006.16668, algorithm 2; MaxText moe.py
+            # dense_matmul, "BSM,BSEC->EBCM"): 2 x tokens x (experts x capacity) x hidden FLOPs each, with
+            # experts x capacity = seq x top_k x capacity factor; backward: the input gradient (dispatch),
+            # input and weight gradients (combine)
+            group = s / cp
+            slots = group * moe.top_k * moe_row_factor(m)
+            for name, bwd in (("moe_dispatch", 1.0), ("moe_combine", 2.0)):
+                g = gemm(name, slots, h, group, ACT_BYTES, count)
+                ops.append(Op(name, "gemm", g.flops * b, g.bytes * b, g.min_dim, bwd, count))
+        else:
+            passes = np.where(ep > 1, 2.0, 1.0)
+            ops += [Op("permute", "elementwise", 0.0, passes * routed * h * 2 * ACT_BYTES, np.inf, 1.0, count),
+                    Op("unpermute", "elementwise", 0.0, passes * (routed + tokens) * h * ACT_BYTES, np.inf, 1.0,
+                       count)]
         grouped = (moe.experts / ep)  # grouped GEMM over the local experts
         touched = grouped if touched_experts is None else touched_experts
         up_op = gemm("experts_up", per_expert_rows, up * f / etp, h, wb, count)
         down_op = gemm("experts_down", per_expert_rows, h, f / etp, wb, count)
-        ops += [_scale(up_op, grouped, touched, h * up * f / etp * wb),
+        kernels = grouped if gemm_per_expert else 1.0
+        ops += [_scale(up_op, grouped, touched, h * up * f / etp * wb, kernels),
                 elementwise("experts_act", rows * f / tp, up, 1, count),
-                _scale(down_op, grouped, touched, h * f / etp * wb)]
+                _scale(down_op, grouped, touched, h * f / etp * wb, kernels)]
         if moe.shared_experts:
             fs = f * moe.shared_experts
             ops += [gemm("shared_up", tokens, up * fs / tp, h, wb, count),
@@ -133,12 +163,14 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
     return ops + low_precision_casts(ops, precision)
 
 
-def _scale(op: Op, times, touched, weight_bytes) -> Op:
+def _scale(op: Op, times, touched, weight_bytes, kernels) -> Op:
     """``times`` identical GEMMs (a grouped GEMM over local experts) of which ``touched`` read their
-    ``weight_bytes`` of weights."""
+    ``weight_bytes`` of weights, launched as ``kernels`` kernels."""
     nbytes = (op.bytes - weight_bytes) * times + weight_bytes * touched
+    # Transformer Engine's GroupedLinear (Megatron-Core --moe-grouped-gemm) issues one cuBLAS GEMM per
+    # local expert over several streams (te_general_grouped_gemm): each pays a kernel's fixed cost
     return Op(op.name, op.kind, op.flops * times, nbytes, op.min_dim, op.bwd_ratio, op.count,
-              cast_elems=tuple(e * times for e in op.cast_elems))
+              cast_elems=tuple(e * times for e in op.cast_elems), kernels=kernels)
 
 
 def low_precision_casts(ops: list[Op], precision: str) -> list[Op]:
@@ -152,7 +184,8 @@ def low_precision_casts(ops: list[Op], precision: str) -> list[Op]:
     per_elem = ACT_BYTES + 2 * wb
     return [Op(f"{op.name}_cast", "elementwise", 0.0, op.cast_elems[0] * per_elem, np.inf,
                op.cast_elems[1] / op.cast_elems[0], op.count)
-            for op in ops if op.kind == "gemm" and not op.core_attention and op.name != "router"]
+            for op in ops if op.kind == "gemm" and not op.core_attention
+            and op.name not in ("router", "moe_dispatch", "moe_combine")]
 
 
 def head_ops(m: Model, b, s, tp, cp, precision: str) -> list[Op]:
@@ -225,8 +258,9 @@ def kernel_time(op: Op, acc: Accelerator, precision: str, kernel: str = "auto", 
     (``KERNEL_OVERHEAD_S``). Forward is one kernel; backward does ``bwd_ratio`` times the forward's work in
     two kernels (input gradient and weight gradient)."""
     if backward:
-        return op_time(op, acc, precision, backward=True, kernel=kernel) * op.bwd_ratio + 2 * cal.KERNEL_OVERHEAD_S
-    return op_time(op, acc, precision, kernel=kernel) + cal.KERNEL_OVERHEAD_S
+        return (op_time(op, acc, precision, backward=True, kernel=kernel) * op.bwd_ratio
+                + 2 * op.kernels * cal.KERNEL_OVERHEAD_S)
+    return op_time(op, acc, precision, kernel=kernel) + op.kernels * cal.KERNEL_OVERHEAD_S
 
 
 def bound(op: Op, acc: Accelerator, precision: str) -> str:

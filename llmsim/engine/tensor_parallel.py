@@ -9,7 +9,7 @@ for the weight gradient.
 Overlap in the backward (Megatron-LM ``LinearWithGradAccumulationAndAsyncCommunication``, on by default
 since 2022): the column-parallel GEMM's input-gradient all-reduce (SP: reduce-scatter) runs while its
 weight-gradient GEMM computes, and the SP re-all-gather of its input runs under its input-gradient GEMM.
-Only what outlasts that GEMM is exposed. Forward collectives sit on the critical path (the next GEMM needs
+What outlasts that GEMM is exposed, and the GEMM runs slower beside it (``overlap.overlap_cost``). Forward collectives sit on the critical path (the next GEMM needs
 their result) unless ``tp_comm_overlap`` splits them into chunks under the neighbouring GEMMs
 (Transformer Engine userbuffers comm-GEMM overlap, Megatron-Core ``--tp-comm-overlap``).
 """
@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from llmsim.engine.compute import Op, op_time
 from llmsim.engine.network.collectives import collective_time
 from llmsim.engine.network.path import Path
+from llmsim.engine.overlap import overlap_cost
 from llmsim.engine.types import Accelerator
 
 # GEMMs that take a block's replicated input and split their output over tp (column-parallel)
@@ -67,12 +66,12 @@ def exposed_tp_comm(windows: tuple, times: dict, seqpar: bool, overlap: bool) ->
         fwd = 2 * (ag + rs)
         # per block: the all-gather of the output gradient (g's backward) is exposed; the input
         # re-all-gather hides under dgrad, the input-gradient reduce-scatter under wgrad
-        bwd = sum(ag + np.maximum(0.0, ag - w) + np.maximum(0.0, rs - w) for w in (attn, mlp))
+        bwd = sum(ag + overlap_cost(ag, w) + overlap_cost(rs, w) for w in (attn, mlp))
     else:
         ar = times["all_reduce"]
         fwd = 2 * ar
-        bwd = sum(np.maximum(0.0, ar - w) for w in (attn, mlp))
+        bwd = sum(overlap_cost(ar, w) for w in (attn, mlp))
     if overlap:  # every collective chunked under the GEMMs next to it
-        fwd = np.maximum(0.0, fwd - gemm_fwd)
-        bwd = np.maximum(0.0, bwd - 2 * gemm_fwd)
+        fwd = overlap_cost(fwd, gemm_fwd)
+        bwd = overlap_cost(bwd, 2 * gemm_fwd)
     return TPComm(fwd, bwd)

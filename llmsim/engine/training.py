@@ -32,7 +32,9 @@ from llmsim.engine.memory import (
     with_runtime_reserve,
 )
 from llmsim.engine.network.topology import group_collectives, path_of, strides
+from llmsim.engine.overlap import bucketed_cost, overlap_cost
 from llmsim.engine.params import local_params, param_counts
+from llmsim.engine.reliability import goodput, straggler_time
 from llmsim.engine.split import Split, resolve_split
 from llmsim.engine.tensor_parallel import exposed_tp_comm, overlap_windows
 from llmsim.engine.types import Scenario
@@ -82,7 +84,8 @@ def layer_operators(sc: Scenario, b, tp, cp, ep, etp=None) -> tuple[list[Op], li
     m, w, p = sc.model, sc.workload, sc.parallel
     s, seqpar, fl = w.seq_len, p.sequence_parallel, p.flash_attention
     dense = layer_ops(m, b, s, tp, cp, seqpar, w.precision, False, ep, flash=fl)
-    return dense, (layer_ops(m, b, s, tp, cp, seqpar, w.precision, True, ep, flash=fl, expert_tp=etp)
+    return dense, (layer_ops(m, b, s, tp, cp, seqpar, w.precision, True, ep, flash=fl, expert_tp=etp,
+                             gemm_per_expert=True, moe_dispatch=p.moe_dispatch)
                    if m.moe else dense)
 
 
@@ -98,7 +101,9 @@ def _compute(sc: Scenario, b, tp, cp, ep, etp) -> dict:
     emb_f, emb_b, _ = _pass_time(embedding_ops(m, b, s, tp, cp), sc)
     mix = lambda d, x: dense_frac * d + (1 - dense_frac) * x
     wd, wm = overlap_windows(dense, sc.accelerator, w.precision), overlap_windows(moe, sc.accelerator, w.precision)
+    shared_f, shared_b, _ = _pass_time([op for op in moe if op.name.startswith("shared_")], sc)
     return {"lay_f": mix(f_d, f_m), "lay_b": mix(b_d, b_m), "lay_attn": mix(a_d, a_m), "head_f": head_f,
+            "moe_f": f_m, "moe_b": b_m, "shared_f": shared_f, "shared_b": shared_b,
             "head_b": head_b, "emb_f": emb_f, "emb_b": emb_b, "dense_frac": dense_frac,
             **{f"wd{i}": x for i, x in enumerate(wd)}, **{f"wm{i}": x for i, x in enumerate(wm)}}
 
@@ -158,8 +163,8 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     pair = np.where(cp > 1, 2, 1)
     cp_ring = (cp - 1) * comm_time(net, "p2p", cp_bytes, pair, st["cp"])
     # ring exchange overlaps attention (Liu et al. 2023 Ring Attention); backward sends dK, dV as well
-    cp_fwd = stage_layers * np.maximum(0.0, cp_ring - lay_attn)
-    cp_comm = cp_fwd + stage_layers * np.maximum(0.0, 2 * cp_ring - cal.FLASH_BWD_FLOPS_RATIO * lay_attn)
+    cp_fwd = stage_layers * overlap_cost(cp_ring, lay_attn)
+    cp_comm = cp_fwd + stage_layers * overlap_cost(2 * cp_ring, cal.FLASH_BWD_FLOPS_RATIO * lay_attn)
 
     # folded expert layers (split.Split.ep_folded): the expert grid etp x ep x edp over the tp x cp x dp
     # ranks, etp innermost (Megatron-Core MoE parallel folding)
@@ -168,9 +173,14 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     ep_comm = np.zeros(n_rows)
     if m.moe:
         a2a_bytes = b * s / cp * m.moe.top_k * moe_dispatch_factor(m) * m.hidden * ACT_BYTES / (tp if seqpar else 1)
-        # dispatch + combine forward, the same backward (Lepikhin et al. 2020, GShard)
-        ep_comm = (4 * comm_time(net, "all_to_all", a2a_bytes, ep, ep_stride) * stage_layers
-                   * (1 - dense_frac))
+        # dispatch + combine forward, the same backward (Lepikhin et al. 2020, GShard), exposed as
+        # Megatron-Core runs them by default, under the shared experts (--moe-shared-expert-overlap), or
+        # under another microbatch's layer (--overlap-moe-expert-parallel-comm; DeepSeek-V3 DualPipe)
+        a2a = 2 * comm_time(net, "all_to_all", a2a_bytes, ep, ep_stride)
+        per_layer = {"none": 2 * a2a,
+                     "shared_experts": overlap_cost(a2a, c["shared_f"]) + overlap_cost(a2a, c["shared_b"]),
+                     "batch": overlap_cost(2 * a2a, c["moe_f"] + c["moe_b"])}[p.moe_comm_overlap]
+        ep_comm = per_layer * stage_layers * (1 - dense_frac)
 
     # scatter/gather optimisation (Narayanan et al. 2021 sec. 4.1): each tp rank sends 1/tp of the
     # activation; without SP the receivers all-gather it over the tp group's link
@@ -216,16 +226,25 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     mb_fwd = stage_layers * lay_f + extra_f + fwd_comm
     mb_bwd = per_mb - mb_fwd
     if z >= 3:
-        # FSDP / ZeRO-3: every microbatch gathers weights for forward and again for backward and
-        # reduce-scatters gradients, prefetched under compute (Zhao et al. 2023, PyTorch FSDP sec. 3.3)
-        exposed_dp = mbs * (np.maximum(0.0, param_sync - mb_fwd) + np.maximum(0.0, param_sync + grad_sync - mb_bwd))
-    else:  # gradient reduce overlaps the last microbatch's backward; weight gather the next forward
-        exposed_dp = np.maximum(0.0, grad_sync - mb_bwd) + np.maximum(0.0, param_sync - mb_fwd)
+        # FSDP / ZeRO-3: every microbatch gathers each layer's weights for its forward and again for its
+        # backward, and reduce-scatters its gradients; the next layer's gather is prefetched under this
+        # layer's compute (Zhao et al. 2023, PyTorch FSDP sec. 3.3, backward_prefetch BACKWARD_PRE, the
+        # rate limiter keeping one layer ahead), so the first gather of each pass and the last
+        # reduce-scatter are exposed
+        ag, rs, fwd_u, bwd_u = param_sync / units, grad_sync / units, mb_fwd / units, mb_bwd / units
+        exposed_dp = mbs * (2 * ag + rs + (units - 1) * (overlap_cost(ag, fwd_u) + overlap_cost(ag + rs, bwd_u)))
+    else:  # gradient buckets reduce under the last microbatch's backward, weight buckets gather under the
+        # next forward; the last gradient bucket and the first weight bucket are exposed
+        bucket = np.maximum(cal.DP_BUCKET_PARAMS, cal.DP_BUCKET_PARAMS_PER_RANK * dp)
+        share = np.minimum(1.0, bucket / local_total)
+        exposed_dp = bucketed_cost(grad_sync, mb_bwd, share) + bucketed_cost(param_sync, mb_fwd, share)
     exposed_dp = np.where(dp > 1, exposed_dp, 0.0)
 
     opt_params = local_total / (dp if z >= 1 else 1)
     optimizer = opt_params * adam_step_bytes(grad_bytes(prec, gdt), ost) / (acc.hbm_bw_bytes_per_s * cal.HBM_EFFICIENCY)
-    step = pipeline_time + bubble + exposed_dp + optimizer + cal.STEP_OVERHEAD_S
+    # a synchronous step waits for the slowest device (engine/reliability.py)
+    stragglers = straggler_time(mbs * per_mb_compute + optimizer, num_devices, sc.reliability)
+    step = pipeline_time + bubble + exposed_dp + optimizer + stragglers + cal.STEP_OVERHEAD_S
 
     # --- memory of the busiest device: the first stage (input embedding, most microbatches in flight)
     # or the last (output projection, fp32 logits, maybe fewer layers); one device when pp = 1 -----------
@@ -252,6 +271,9 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     flops = model_flops_per_token(sc) * tokens
     peak = acc.peak(w.precision)
     compute_time = mbs * per_mb_compute + optimizer
+    # a checkpoint holds the 16-bit weights and the optimizer states, spread over every device
+    state = param_counts(m).total * (WEIGHT_BYTES + OPTIMIZER_STATE_BYTES[ost])
+    good = goodput(num_devices, state / num_devices, sc.reliability)
     full = lambda x: np.broadcast_to(x, n_rows)
     names = {f"{dim}_collective": group_collectives(net, op, nbytes, k, stride)[1]
              for dim, op, nbytes, k, stride in (
@@ -271,7 +293,11 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
         "bubble_time_s": bubble,
         "tp_comm_time_s": mbs * tp_comm, "cp_comm_time_s": mbs * cp_comm, "ep_comm_time_s": mbs * ep_comm,
         "pp_comm_time_s": mbs * pp_comm, "dp_comm_exposed_time_s": exposed_dp,
-        "optimizer_time_s": optimizer, "overhead_time_s": full(cal.STEP_OVERHEAD_S),
+        "optimizer_time_s": optimizer, "straggler_time_s": stragglers,
+        "overhead_time_s": full(cal.STEP_OVERHEAD_S),
+        "goodput_tokens_per_s": tokens / step * good["goodput_fraction"],
+        "goodput_fraction": good["goodput_fraction"], "checkpoint_time_s": good["checkpoint_time_s"],
+        "checkpoint_interval_s": good["checkpoint_interval_s"],
         "tp_tier": _path_tier(net, st["tp"], tp), "dp_tier": _path_tier(net, dp_stride, np.where(sp.dp > 1, dp, 1)),
         **names,
         **{f"{k}_gb": mem_of[k] / 1e9 for k in ("weights", "grads", "optimizer")},

@@ -132,6 +132,8 @@ class Parallel:
     optimizer_states: str = "fp32"  # fp32 | fp32-remainders | bf16 (memory.OPTIMIZER_STATE_BYTES)
     pipeline_embedding_stage: bool = False  # the embedding counts as a pipeline layer (Megatron-LM)
     pipeline_loss_stage: bool = False  # the output layer and loss count as a pipeline layer
+    moe_comm_overlap: str = "none"  # none | shared_experts | batch (training.training_columns)
+    moe_dispatch: str = "permute"  # permute | einsum (compute.layer_ops)
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,17 @@ class CostRates:
 
 
 @dataclass(frozen=True)
+class Reliability:
+    """Fleet variability and failures of a scenario's ``reliability`` section (defaults and sources in
+    spec/scenario.py; used by engine/reliability.py)."""
+
+    device_speed_cv: float = 0.01
+    failures_per_device_hour: float = 1.97e-5
+    checkpoint_write_bytes_per_s_per_device: float = 1.22e8
+    restart_s: float = 600.0
+
+
+@dataclass(frozen=True)
 class Scenario:
     model: Model
     accelerator: Accelerator
@@ -173,3 +186,4 @@ class Scenario:
     workload: Workload
     names: dict[str, str] = field(default_factory=dict)  # preset names for the output record
     cost: CostRates | None = None  # prices and rates of the scenario's cost section
+    reliability: Reliability = Reliability()  # stragglers and failures (reliability section)

@@ -15,6 +15,7 @@ TIME_ROWS = [
     ("pipeline send/recv", "pp_comm_time_s"),
     ("data-parallel comm (exposed)", "dp_comm_exposed_time_s"),
     ("pipeline bubble", "bubble_time_s"),
+    ("waiting for the slowest device", "straggler_time_s"),
     ("fixed per-step overhead", "overhead_time_s"),
 ]
 MEMORY_ROWS = [
@@ -59,8 +60,11 @@ def _cost_table(rec: dict) -> Table:
             ("system capex", "system_capex_usd", "USD"), ("  of which scale-out network", "network_capex_usd", "USD"),
             ("system power (with PUE)", "system_power_w", "W"), ("cost per hour", "cost_per_hour_usd", "USD/h"),
             ("energy per token", "energy_per_token_j", "J"),
-            ("cost per million tokens", "cost_per_million_tokens_usd", "USD")]
+            ("cost per million tokens", "cost_per_million_tokens_usd", "USD"),
+            ("  counting work lost to failures", "cost_per_million_goodput_tokens_usd", "USD")]
     for label, key, unit in rows:
+        if key not in rec:
+            continue
         table.add_row(label, f"{fmt_number(rec.get(key))} {unit}")
     return table
 
@@ -101,6 +105,9 @@ def print_estimate(rec: dict) -> None:
         ("throughput", (f"{fmt_number(rec['tokens_per_s'])} tokens/s "
                        f"({fmt_number(rec['tokens_per_s_per_device'])} per device)")),
         ("MFU", f"{100 * rec['mfu']:.1f}%"),
+        ("goodput", (f"{fmt_number(rec['goodput_tokens_per_s'])} tokens/s ({100 * rec['goodput_fraction']:.1f}%: "
+                     f"failures, {fmt_number(rec['checkpoint_time_s'])} s checkpoints every "
+                     f"{fmt_number(rec['checkpoint_interval_s'] / 3600)} h)")),
         ("model FLOPs per step", f"{fmt_number(rec['model_flops_per_step'])} FLOP")]))
 
     console.print(_breakdown("Step time breakdown", "time (s)", TIME_ROWS, rec, rec["step_time_s"], skip_zero=True))

@@ -25,6 +25,12 @@ class ParallelSpec(Strict):
     flash_attention: bool = True  # fused attention (Dao et al. 2022); false: s x s scores in HBM
     attention_kernel: str = "auto"  # a kernel of the accelerator's measured_attention_tflops; auto: fastest
     tp_comm_overlap: bool = False  # TP collectives overlapped with GEMMs (Transformer Engine userbuffers)
+    # MoE all-to-all: exposed (Megatron-Core default), under the shared experts (--moe-shared-expert-overlap)
+    # or under another microbatch's layer (--overlap-moe-expert-parallel-comm, DeepSeek-V3 DualPipe)
+    moe_comm_overlap: Literal["none", "shared_experts", "batch"] = "none"
+    # MoE token routing: gathered by index (Megatron-Core, MaxText megablox) or GShard's one-hot dispatch
+    # and combine einsums over the capacity buffers (MaxText dense_matmul with megablox off)
+    moe_dispatch: Literal["permute", "einsum"] = "permute"
     microbatch_size: PosInt = 1
     # interleaved 1F1B chunks per device; auto: the fastest that fits (llmsim estimate says which)
     virtual_stages: PosInt | Literal["auto"] = 1
@@ -92,6 +98,23 @@ class CostSpec(Strict):
     cloud_usd_per_device_hour: float | None = Field(default=None, ge=0)  # set: rent instead of own
 
 
+class ReliabilitySpec(Strict):
+    """Speed spread and failures of the fleet (stragglers, goodput); every default has its source."""
+
+    # Spread of per-device speed (coefficient of variation). Sinha et al. (SC22, arXiv 2208.11035) measure
+    # 8% average (max 22%) performance variation between identical GPUs of one cluster, max to min over
+    # thousands of GPUs, i.e. about 2 x 3.9 standard deviations for ~27k GPUs: ~1%; Llama 3 405B saw a
+    # diurnal 1-2% throughput variation from clock throttling (Dubey et al. 2024, arXiv 2407.21783, 3.3.4)
+    device_speed_cv: float = Field(default=0.01, ge=0, le=0.5)
+    # Llama 3 405B pre-training: 419 unexpected interruptions in 54 days on 16,384 H100 (Dubey et al. 2024,
+    # table 5): 419 / (54 x 24 x 16,384) = 1.97e-5 per GPU-hour
+    failures_per_device_hour: float = Field(default=1.97e-5, ge=0)
+    # Llama 3's Tectonic storage sustains 2 TB/s for 16,384 GPUs (Dubey et al. 2024, sec. 3.3.1): 122 MB/s each
+    checkpoint_write_bytes_per_s_per_device: float = Field(default=1.22e8, gt=0)
+    # time from a failure to training again (detect, reschedule, load the checkpoint, warm up)
+    restart_s: float = Field(default=600.0, ge=0)
+
+
 class SystemSpec(Strict):
     accelerator: AcceleratorSpec
     num_devices: PosInt
@@ -113,6 +136,7 @@ class ScenarioSpec(Strict):
     parallel: ParallelSpec = ParallelSpec()
     workload: WorkloadSpec
     cost: CostSpec = CostSpec()
+    reliability: ReliabilitySpec = ReliabilitySpec()
 
     @model_validator(mode="after")
     def _check(self) -> ScenarioSpec:

@@ -159,6 +159,9 @@ def training_record(sc, split, num_devices, global_batch_size) -> dict:
     cols = training_inputs(sc, inputs)
     cols.update(training_columns(sc, split, num_devices, global_batch_size))
     cols.update(_cost_columns(sc, cols["tokens_per_s"], num_devices))
+    # the same hours buy only the goodput: work redone after failures and checkpoint pauses
+    cols["cost_per_million_goodput_tokens_usd"] = (cols["cost_per_million_tokens_usd"]
+                                                   / np.where(cols["goodput_fraction"] > 0, cols["goodput_fraction"], np.nan))
     return cols
 
 

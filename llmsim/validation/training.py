@@ -134,6 +134,9 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
                 # Megatron-LM of 2021-22 predates FlashAttention (Dao et al., May 2022)
                 "flash_attention": not str(p.get("framework") or "").startswith("Megatron-LM (202"),
                 "attention_kernel": _attention_kernel(framework, megatron_core)}
+    if "moe" in model and "megablox False" in framework:
+        parallel["moe_dispatch"] = "einsum"  # MaxText dense_matmul: GShard one-hot dispatch/combine einsums
+        notes.append("MoE dispatch by one-hot einsums (MaxText megablox False)")
     scenario = {"model": model,
                 "system": {"accelerator": acc, "num_devices": hw["count"], "network": net},
                 "parallel": parallel,

@@ -47,7 +47,7 @@ def evaluate_point(fn, sc, scenario_file):
 
 # options shared by estimate and search
 SCENARIO = typer.Argument(None, help="Scenario YAML; default: llama3-70b on 64 h100-sxm.")
-MODEL = typer.Option(None, "--model", help="Model preset name.")
+MODEL = typer.Option(None, "--model", help="Model preset name, or a local Hugging Face config.json.")
 ACCELERATOR = typer.Option(None, "--accelerator", help="Accelerator preset name.")
 DEVICES = typer.Option(None, "--devices", help="Number of accelerators.")
 NETWORK = typer.Option(None, "--network", help="Network preset name.")

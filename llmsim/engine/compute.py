@@ -15,6 +15,7 @@ import numpy as np
 from llmsim.engine import calibration as cal
 from llmsim.engine.memory import moe_dispatch_factor, moe_row_factor
 from llmsim.engine.types import PRECISION_BYTES, Accelerator, Model
+from llmsim.engine.window import pair_fraction
 
 ACT_BYTES = 2.0  # activations stay in 16-bit even in FP8 training (Transformer Engine keeps bf16 I/O)
 
@@ -81,6 +82,8 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         # FlashAttention (Dao et al. 2022): fused tiles, no s x s matrix in HBM. Causal masking skips half
         # of the score tiles; with CP the load-balanced split gives each rank 1/cp of the work.
         att_flops = 2.0 * b * s * s * (a / tp) * (qk_dim + v_dim) * 0.5 / cp
+        if m.attention_window is not None:  # the band's tiles only (engine/window.py)
+            att_flops = att_flops * pair_fraction(m, s)
         att_bytes = tokens * ((a / tp) * (qk_dim + v_dim) + kv_width / tp * cp) * ACT_BYTES
         # min_dim carries the query length per rank: short sequences leave the fused kernel's SMs idle
         ops.append(Op("attention", "attention", att_flops, att_bytes, s / cp,

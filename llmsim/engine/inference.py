@@ -30,6 +30,7 @@ from llmsim.engine.network.topology import group_collectives, strides
 from llmsim.engine.params import local_params
 from llmsim.engine.split import Split, resolve_split
 from llmsim.engine.types import PRECISION_BYTES, Model, Scenario
+from llmsim.engine.window import key_span
 
 DECODE_SAMPLES = 4  # decode steps evaluated (midpoints of equal slices of the output) for the mean TPOT
 
@@ -67,6 +68,8 @@ def _decode_attention(m: Model, b, ctx, tp, kv_precision: str, count: float) -> 
     qk = m.head_dim + (m.mla.qk_rope_head_dim if m.mla else 0)
     v = m.mla.v_head_dim if m.mla else m.head_dim
     heads = m.heads / tp
+    if m.attention_window is not None:  # windowed layers read at most their window (engine/window.py)
+        ctx = key_span(m, ctx)
     flops = 2.0 * b * ctx * heads * (qk + v)
     nbytes = b * ctx * kv_bytes_per_token_layer(m, tp, kv_precision) + b * heads * (qk + v) * ACT_BYTES
     return Op("attention", "attention", flops, nbytes, ctx, 1.0, count, True)
@@ -147,6 +150,9 @@ def memory_bytes(sc: Scenario, sp: Split, batch, input_len, output_len) -> dict:
     weights = (dense + expert) * PRECISION_BYTES[w.precision]
     kv = batch * (input_len + output_len) * stage_layers * kv_bytes_per_token_layer(
         m, sp.tp, w.kv_precision or w.precision)
+    if m.attention_window is not None:  # a windowed layer caches at most its window (engine/window.py)
+        kv = batch * key_span(m, input_len + output_len) * stage_layers * kv_bytes_per_token_layer(
+            m, sp.tp, w.kv_precision or w.precision)
     return {"weights": weights, "kv": kv, "activations": _workspace(sc, sp.tp, batch, input_len),
             "reserved": cal.RUNTIME_RESERVED_BYTES}
 

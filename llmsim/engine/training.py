@@ -38,6 +38,7 @@ from llmsim.engine.reliability import goodput, straggler_time
 from llmsim.engine.split import Split, resolve_split
 from llmsim.engine.tensor_parallel import exposed_tp_comm, overlap_windows
 from llmsim.engine.types import Scenario
+from llmsim.engine.window import key_span
 
 # HBM traffic of one mixed-precision Adam step per local parameter, with fp32 main gradients as
 # Megatron-LM / NeMo accumulate them (--accumulate-allreduce-grads-in-fp32, memory.MAIN_GRAD_BYTES):
@@ -67,6 +68,8 @@ def model_flops_per_token(sc: Scenario) -> float:
     n = counts.active - m.vocab * m.hidden * (0 if m.tied_embeddings else 1)
     qk = m.head_dim + (m.mla.qk_rope_head_dim if m.mla else 0)
     v = m.mla.v_head_dim if m.mla else m.head_dim
+    if m.attention_window is not None:  # windowed layers attend min(s, window) keys (engine/window.py)
+        return 6.0 * n + 6.0 * m.layers * key_span(m, sc.workload.seq_len) * m.heads * (qk + v)
     return 6.0 * n + 6.0 * m.layers * sc.workload.seq_len * m.heads * (qk + v)
 
 

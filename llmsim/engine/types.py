@@ -35,6 +35,16 @@ class MLA:
 
 
 @dataclass(frozen=True)
+class AttentionWindow:
+    """Local attention on some layers: ``sliding`` (each query sees the last ``tokens`` tokens: Mistral,
+    Gemma 2/3, gpt-oss) or ``chunked`` (queries see only their own block of ``tokens``: Llama 4)."""
+
+    kind: str  # sliding | chunked
+    tokens: int
+    layers: int  # layers with the window; the others attend to the whole context
+
+
+@dataclass(frozen=True)
 class Model:
     name: str
     layers: int
@@ -50,6 +60,7 @@ class Model:
     moe: MoE | None = None
     dropout: float = 0.0
     mla: MLA | None = None
+    attention_window: AttentionWindow | None = None
 
     @property
     def moe_layers(self) -> int:

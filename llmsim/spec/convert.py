@@ -5,6 +5,7 @@ from __future__ import annotations
 from llmsim.engine.types import (
     MLA,
     Accelerator,
+    AttentionWindow,
     CostRates,
     Model,
     MoE,
@@ -40,6 +41,9 @@ def model_values(m: ModelSpec) -> Model:
         activation=m.activation, tied_embeddings=m.tied_embeddings, bias=m.bias, dropout=m.dropout,
         moe=None if m.moe is None else MoE(**m.moe.model_dump()),
         mla=None if m.mla is None else MLA(**m.mla.model_dump()),
+        attention_window=None if m.attention_window is None else AttentionWindow(
+            kind=m.attention_window.kind, tokens=m.attention_window.tokens,
+            layers=m.attention_window.layers or m.layers),
     )
 
 

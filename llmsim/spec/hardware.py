@@ -65,6 +65,9 @@ class AcceleratorSpec(Strict):
     release_year: PosInt | None = None
     list_price_usd: PosFloat | None = None
     cloud_usd_per_hour: PosFloat | None = None
+    # true for a part announced but not yet shipping: its figures are the vendor's projections (the
+    # announcement is the source); absent for shipping parts
+    projected: bool | None = None
     sources: Sources = {}
 
     @model_validator(mode="after")

@@ -72,6 +72,10 @@ def resolve_presets(data: dict, doc: Document, registry: PresetRegistry) -> None
             except SpecError as err:
                 raise SpecError(err.message, file=doc.source, line=doc.line_of(path)) from None
             continue
+        if kind == "models" and (isinstance(value, dict) and "hf_config" in value
+                                 or isinstance(value, str) and value.endswith(".json")):
+            parent[path[-1]] = _hf_model(value, doc)
+            continue
         if isinstance(value, str):
             try:
                 parent[path[-1]] = registry.get(kind, value)
@@ -80,6 +84,32 @@ def resolve_presets(data: dict, doc: Document, registry: PresetRegistry) -> None
                     raise SpecError(err.message, file=doc.source, line=doc.line_of(path),
                                     path=".".join(path)) from None
                 raise
+
+
+def _hf_model(value, doc: Document):
+    """``model: path/config.json`` (or ``--model path/config.json``) or ``model: {hf_config: path, ...}``:
+    the model read from a local Hugging Face config; further keys of the mapping override its fields.
+    A relative path is looked up from the working directory, then from the scenario's folder."""
+    from llmsim.spec.hf_config import model_from_hf_config
+    from llmsim.spec.model import ModelSpec
+
+    extra = dict(value) if isinstance(value, dict) else {"hf_config": value}
+    raw = extra.pop("hf_config")
+    if not isinstance(raw, str) or not raw:
+        raise SpecError("expected the path of a Hugging Face config.json", file=doc.source,
+                        line=doc.line_of(("model", "hf_config")), path="model.hf_config")
+    path = Path(raw).expanduser()
+    if not path.is_absolute() and not path.exists() and doc.source:
+        beside = Path(doc.source).parent / path
+        path = beside if beside.exists() else path
+    if not path.exists():
+        raise SpecError(f"Hugging Face config not found: {raw}", file=doc.source, line=doc.line_of(("model",)),
+                        path="model.hf_config")
+    spec = model_from_hf_config(path)
+    if not extra:
+        return spec
+    merged = {**spec.model_dump(exclude_none=True), **extra}
+    return validate(ModelSpec, merged, doc, ("model",))
 
 
 def load_scenario(path: str | Path | None, registry: PresetRegistry, overrides: list[str] = (),

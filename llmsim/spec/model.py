@@ -38,6 +38,16 @@ class MLASpec(Strict):
     v_head_dim: PosInt
 
 
+class AttentionWindowSpec(Strict):
+    """Local attention on some layers (engine/window.py): ``sliding`` - each query sees the last
+    ``tokens`` tokens (Mistral, Gemma 2/3, gpt-oss); ``chunked`` - queries see only their own block of
+    ``tokens`` (Llama 4 attention_chunk_size). ``layers``: how many layers have it (default all)."""
+
+    kind: Literal["sliding", "chunked"] = "sliding"
+    tokens: PosInt
+    layers: PosInt | None = None
+
+
 class ModelSpec(Strict):
     name: str
     description: str = ""
@@ -55,6 +65,7 @@ class ModelSpec(Strict):
     max_seq_len: PosInt | None = None
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    attention_window: AttentionWindowSpec | None = None
     sources: Sources = {}
 
     @model_validator(mode="after")
@@ -68,4 +79,7 @@ class ModelSpec(Strict):
         if self.moe is not None and self.moe.first_dense_layers > self.layers:
             raise ValueError(
                 f"moe.first_dense_layers ({self.moe.first_dense_layers}) exceeds layers ({self.layers})")
+        w = self.attention_window
+        if w is not None and w.layers is not None and w.layers > self.layers:
+            raise ValueError(f"attention_window.layers ({w.layers}) exceeds layers ({self.layers})")
         return self

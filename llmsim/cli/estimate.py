@@ -64,7 +64,10 @@ def estimate(
     recompute: Recompute | None = typer.Option(None, "--recompute", help="none, selective or full."),
     zero_stage: int | None = typer.Option(None, "--zero-stage", min=0, max=3, help="ZeRO stage 0-3."),
     precision: str | None = PRECISION,
-    mode: str | None = typer.Option(None, "--mode", help="training or inference."),
+    mode: str | None = typer.Option(None, "--mode", help="training, inference (a static batch) or serving "
+                                    "(continuous batching at --concurrency)."),
+    concurrency: int | None = typer.Option(None, "--concurrency",
+                                           help="Serving: requests in flight over the deployment."),
     batch_size: str | None = typer.Option(None, "--batch-size",
                                           help="Inference: concurrent sequences, or 'max' (largest that fits)."),
     input_len: int | None = typer.Option(None, "--input-len", help="Inference: prompt tokens per sequence."),
@@ -82,7 +85,7 @@ def estimate(
                  cp=cp, ep=ep, microbatch_size=microbatch_size, global_batch_size=global_batch_size,
                  seq_len=seq_len, recompute=recompute.value if recompute else None, zero_stage=zero_stage,
                  precision=precision, mode=mode, batch_size=batch_size, input_len=input_len,
-                 output_len=output_len, kv_precision=kv_precision)
+                 output_len=output_len, kv_precision=kv_precision, concurrency=concurrency)
     sc = est.load(scenario, registry(ctx), est.overrides_from_flags(flags, set_))
     rec = evaluate_point(est.operator_rows if ops else est.record, sc, scenario)
     if sc.parallel.virtual_stages == "auto" and not ops:

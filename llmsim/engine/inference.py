@@ -227,35 +227,40 @@ def estimate_inference(sc: Scenario) -> dict:
     return first_row(cols)
 
 
+def forward_comm(sc: Scenario, sp: Split, st: dict, tokens):
+    """(communication time of one forward of the fullest stage over ``tokens`` tokens per device, TP
+    all-reduce names); ``st``: the split's strides (topology.strides)."""
+    m, net, deg = sc.model, sc.network, sp.degrees
+    tok_bytes = tokens * m.hidden * ACT_BYTES
+    # attention output and MLP output all-reduces (no sequence parallelism in inference)
+    t_ar, names = group_collectives(net, "all_reduce", tok_bytes, sp.tp, st["tp"])
+    out = 0.0 + sp.layers_per_stage * 2 * t_ar
+    if m.moe:  # dispatch and combine (Lepikhin et al. 2020, GShard); none when ep is inside tp
+        a2a_bytes = tok_bytes * m.moe.top_k * moe_dispatch_factor(m)  # padded to capacity if dropping
+        t_a2a, _ = group_collectives(net, "all_to_all", a2a_bytes, deg["ep"], st["ep"])
+        out = out + sp.layers_per_stage * _moe_fraction(m) * 2 * t_a2a
+    return out, names
+
+
+def pipeline_hops(sc: Scenario, sp: Split, st: dict, tokens):
+    """Time for ``tokens`` tokens' activations to cross the pp - 1 stage boundaries (each tp rank sends its
+    slice)."""
+    nbytes = tokens * sc.model.hidden * ACT_BYTES / sp.tp
+    return (sp.pp - 1) * group_collectives(sc.network, "p2p", nbytes, np.where(sp.pp > 1, 2, 1), st["pp"])[0]
+
+
 def inference_columns(sc: Scenario, sp: Split, batch, input_len, output_len, num_devices) -> dict:
     """Output columns (arrays) of the valid splits ``sp`` (array fields) of ``sc`` serving ``batch``
     sequences (``max`` resolved: ``resolve_batches``) of ``input_len`` + ``output_len`` tokens on
     ``num_devices`` devices; the scenario's own degrees, batch, lengths and device count are ignored."""
-    m, p, net = sc.model, sc.parallel, sc.network
+    p = sc.parallel
     tp, pp, stage_layers, isl, osl = sp.tp, sp.pp, sp.layers_per_stage, input_len, output_len
     layers = lambda flag, *k: on_flag(lambda f, *r: _layer_times(sc, f, *r), flag, *k)
     keys = (sp.ep_in_tp, batch, isl, osl, tp, sp.ep)
     c = on_distinct(layers, *keys) if np.size(tp) > 1 else layers(*keys)
-    deg = sp.degrees
-    st = strides(p.order, deg)
-    frac_moe = _moe_fraction(m)
-
-    def comm(tokens):  # (communication time of one forward of the fullest stage, TP all-reduce names)
-        tok_bytes = tokens * m.hidden * ACT_BYTES
-        # attention output and MLP output all-reduces (no sequence parallelism in inference)
-        t_ar, names = group_collectives(net, "all_reduce", tok_bytes, tp, st["tp"])
-        out = 0.0 + stage_layers * 2 * t_ar
-        if m.moe:  # dispatch and combine (Lepikhin et al. 2020, GShard); none when ep is inside tp
-            a2a_bytes = tok_bytes * m.moe.top_k * moe_dispatch_factor(m)  # padded to capacity if dropping
-            t_a2a, _ = group_collectives(net, "all_to_all", a2a_bytes, deg["ep"], st["ep"])
-            out = out + stage_layers * frac_moe * 2 * t_a2a
-        return out, names
-
-    hop = np.where(pp > 1, 2, 1)
-
-    def pp_hops(tokens):  # the batch's activations cross pp - 1 stage boundaries
-        nbytes = tokens * m.hidden * ACT_BYTES / tp  # each tp rank sends its slice
-        return (pp - 1) * group_collectives(net, "p2p", nbytes, hop, st["pp"])[0]
+    st = strides(p.order, sp.degrees)
+    comm = lambda tokens: forward_comm(sc, sp, st, tokens)
+    pp_hops = lambda tokens: pipeline_hops(sc, sp, st, tokens)
 
     # prefill: every stage in turn over the whole prompt
     pre_c = stage_layers * c["prefill"] + c["head"]

@@ -127,7 +127,7 @@ def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
     dp = np.maximum(dp, 1)
     ep, tp = a["ep"], a["tp"]
     # serving engines (TensorRT-LLM, vLLM, SGLang) spread the experts over the tensor-parallel ranks
-    ep_in_tp = (ep > 1) & (sc.workload.mode == "inference") & (dp % ep != 0) & (tp % ep == 0)
+    ep_in_tp = (ep > 1) & (sc.workload.mode != "training") & (dp % ep != 0) & (tp % ep == 0)
     failed = np.zeros(dp.shape, dtype=bool)
     reasons: list = [None] * dp.size
     # training: expert layers folded over the tp x cp x dp ranks, each expert split over etp ranks, the

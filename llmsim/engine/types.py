@@ -157,6 +157,7 @@ class Workload:
     input_len: int | None = None
     output_len: int | None = None
     kv_precision: str | None = None
+    concurrency: int | None = None  # serving: requests in flight over the deployment
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,18 @@ class Reliability:
 
 
 @dataclass(frozen=True)
+class Serving:
+    """The serving engine's scheduler (``serving`` section; defaults and sources in spec/scenario.py)."""
+
+    max_batch_tokens: int = 8192
+    max_seqs: int = 256
+    kv_block_tokens: int = 16
+    prefix_cache_hit_rate: float = 0.0
+    slo_ttft_s: float | None = None  # service-level objective on time to first token
+    slo_tpot_s: float | None = None  # and on time per output token
+
+
+@dataclass(frozen=True)
 class Scenario:
     model: Model
     accelerator: Accelerator
@@ -198,3 +211,4 @@ class Scenario:
     names: dict[str, str] = field(default_factory=dict)  # preset names for the output record
     cost: CostRates | None = None  # prices and rates of the scenario's cost section
     reliability: Reliability = Reliability()  # stragglers and failures (reliability section)
+    serving: Serving = Serving()  # continuous-batching scheduler (serving section)

@@ -315,7 +315,7 @@ def breakdown_figure(labels: list[str], time_parts: dict, time_label: str, memor
 PART_COLORS = {"compute": "#1f77b4", "prefill compute": "#1f77b4", "decode compute": "#aec7e8",
                "TP comm": "#ff7f0e", "prefill comm": "#ff7f0e", "decode comm": "#ffbb78", "CP comm": "#bcbd22",
                "EP comm": "#d62728", "PP send/recv": "#17becf", "DP comm (exposed)": "#8c564b",
-               "pipeline bubble": "#e377c2", "optimizer": "#2ca02c", "overhead": "#7f7f7f",
+               "pipeline bubble": "#e377c2", "optimizer": "#2ca02c", "stragglers": "#9467bd", "overhead": "#7f7f7f",
                "weights": "#1b9e77", "gradients": "#66c2a5", "optimizer states": "#a6d854",
                "KV cache": "#e6ab02", "activations": "#7570b3", "reserved": "#bdbdbd"}
 

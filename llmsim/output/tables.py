@@ -69,6 +69,32 @@ def _cost_table(rec: dict) -> Table:
     return table
 
 
+def print_serving(rec: dict) -> None:
+    """Continuous-batching serving in steady state (engine/serving.py)."""
+    console = Console()
+    title = (f"{rec['model']} serving on {rec['num_devices']} x {rec['accelerator']} ({rec['network']}), "
+             f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} ep={rec['ep']}, {rec['concurrency']} requests in "
+             f"flight of ({rec['input_len']} in + {rec['output_len']} out) tokens, {rec['precision']}")
+    rows = [
+        ("time to first token (TTFT)", (f"{fmt_number(rec['ttft_s'] * 1e3)} ms"
+                                       f" (of which queueing {fmt_number(rec['queueing_delay_s'] * 1e3)} ms)")),
+        ("time per output token (TPOT)", (f"{fmt_number(rec['tpot_s'] * 1e3)} ms "
+                                         f"({fmt_number(rec['tokens_per_s_per_user'])} tokens/s per user)")),
+        ("end-to-end latency", f"{fmt_number(rec['e2e_latency_s'])} s"),
+        ("throughput", (f"{fmt_number(rec['throughput_tokens_per_s'])} output tokens/s "
+                        f"({fmt_number(rec['throughput_tokens_per_s_per_device'])} per device, "
+                        f"{fmt_number(rec['requests_per_s'])} requests/s)")),
+        ("running per replica", (f"{fmt_number(rec['running_requests_per_replica'])} of at most "
+                                f"{rec['max_running_requests_per_replica']} (KV cache "
+                                f"{100 * rec['kv_cache_occupancy']:.0f}% full)"))]
+    if "slo_concurrency" in rec:
+        rows.append(("within the SLO", (f"up to {rec['slo_concurrency']} requests in flight, "
+                                       f"{fmt_number(rec['slo_throughput_tokens_per_s_per_device'])} tokens/s "
+                                       "per device")))
+    console.print(_headline(title, rec, rows))
+    console.print(_cost_table(rec))
+
+
 def print_inference(rec: dict) -> None:
     console = Console()
     title = (f"{rec['model']} on {rec['num_devices']} x {rec['accelerator']} ({rec['network']}), "
@@ -92,6 +118,9 @@ def print_inference(rec: dict) -> None:
 
 
 def print_estimate(rec: dict) -> None:
+    if rec.get("mode") == "serving":
+        print_serving(rec)
+        return
     if rec.get("mode") == "inference":
         print_inference(rec)
         return

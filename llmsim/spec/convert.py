@@ -13,6 +13,7 @@ from llmsim.engine.types import (
     Parallel,
     Reliability,
     Scenario,
+    Serving,
     Tier,
     Workload,
 )
@@ -96,8 +97,10 @@ def scenario_values(s: ScenarioSpec) -> Scenario:
                           moe_dispatch=p.moe_dispatch),
         workload=Workload(mode=w.mode, precision=w.precision, seq_len=w.seq_len,
                           global_batch_size=w.global_batch_size, batch_size=w.batch_size,
-                          input_len=w.input_len, output_len=w.output_len, kv_precision=w.kv_precision),
+                          input_len=w.input_len, output_len=w.output_len, kv_precision=w.kv_precision,
+                          concurrency=w.concurrency),
         cost=CostRates(**s.cost.model_dump()), reliability=Reliability(**s.reliability.model_dump()),
+        serving=Serving(**s.serving.model_dump()),
         names={"model": s.model.name, "accelerator": s.system.accelerator.name,
                "network": s.system.network.name},
     )

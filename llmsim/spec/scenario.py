@@ -56,7 +56,7 @@ class ParallelSpec(Strict):
 
 
 class WorkloadSpec(Strict):
-    mode: Literal["training", "inference"] = "training"
+    mode: Literal["training", "inference", "serving"] = "training"
     precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"] = "bf16"
     seq_len: PosInt = 2048
     global_batch_size: PosInt | None = None  # sequences per optimizer step (training)
@@ -64,13 +64,18 @@ class WorkloadSpec(Strict):
     input_len: PosInt | None = None
     output_len: PosInt | None = None
     kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] | None = None
+    concurrency: PosInt | None = None  # serving: requests in flight over the deployment (closed loop)
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadSpec:
         if self.mode == "training" and self.global_batch_size is None:
             raise ValueError("training needs global_batch_size (sequences per optimizer step)")
-        if self.mode == "inference" and (self.input_len is None or self.output_len is None):
-            raise ValueError("inference needs input_len and output_len (tokens per sequence)")
+        if self.mode in ("inference", "serving") and (self.input_len is None or self.output_len is None):
+            raise ValueError(f"{self.mode} needs input_len and output_len (tokens per sequence)")
+        if self.mode == "serving" and self.concurrency is None:
+            raise ValueError("serving needs concurrency (requests in flight over the deployment)")
+        if self.mode == "serving" and self.output_len < 2:
+            raise ValueError("serving needs output_len of at least 2 (a first token and a decode step)")
         return self
 
 
@@ -115,6 +120,25 @@ class ReliabilitySpec(Strict):
     restart_s: float = Field(default=600.0, ge=0)
 
 
+class ServingSpec(Strict):
+    """The serving engine's scheduler; every default has its source."""
+
+    # tokens one step may run (decode tokens + prompt chunk): TensorRT-LLM's default max_num_tokens 8192
+    # (TensorRT-LLM docs, "Tuning max batch size and max num tokens"); vLLM V1 on large GPUs defaults to
+    # 8192 as well (max_num_batched_tokens)
+    max_batch_tokens: PosInt = 8192
+    # requests running at once: vLLM's max_num_seqs default 256 (vLLM engine arguments)
+    max_seqs: PosInt = 256
+    # paged KV cache block: vLLM's default block_size 16 tokens (Kwon et al. 2023, PagedAttention, sec. 4)
+    kv_block_tokens: PosInt = 16
+    # share of each prompt found in the prefix cache (not recomputed); 0: no reuse
+    prefix_cache_hit_rate: float = Field(default=0.0, ge=0, lt=1)
+    # service-level objectives: llmsim estimate reports the largest concurrency meeting both and the
+    # throughput there (with fixed lengths every request sees the modelled value, so a p90 bound is this)
+    slo_ttft_s: float | None = Field(default=None, gt=0)
+    slo_tpot_s: float | None = Field(default=None, gt=0)
+
+
 class SystemSpec(Strict):
     accelerator: AcceleratorSpec
     num_devices: PosInt
@@ -137,6 +161,7 @@ class ScenarioSpec(Strict):
     workload: WorkloadSpec
     cost: CostSpec = CostSpec()
     reliability: ReliabilitySpec = ReliabilitySpec()
+    serving: ServingSpec = ServingSpec()
 
     @model_validator(mode="after")
     def _check(self) -> ScenarioSpec:

@@ -25,7 +25,7 @@ from llmsim.spec.yamlio import Document
 # dotted scenario path -> split input evaluated as a column
 VECTOR_PATHS = {("system", "num_devices"): "num_devices", ("workload", "global_batch_size"): "global_batch_size",
                 **{("parallel", k): k for k in ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages")},
-                **{("workload", k): k for k in ("batch_size", "input_len", "output_len")}}  # inference
+                **{("workload", k): k for k in ("batch_size", "input_len", "output_len", "concurrency")}}  # inference, serving
 
 
 def _counts(values) -> bool:
@@ -118,11 +118,16 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
         return _rows(ctx, points, ok, reasons, split, engine, lambda bad: training_inputs(
             sc, {k: v[bad] for k, v in n.items()}))
     from llmsim.engine.inference import no_batch_message, resolve_batches
-    from llmsim.study.records import inference_inputs, inference_record
+    from llmsim.study.records import inference_inputs, inference_record, serving_inputs, serving_record
 
     w = sc.workload
     isl = varied.get("input_len", np.full(len(points), w.input_len))
     osl = varied.get("output_len", np.full(len(points), w.output_len))
+    if w.mode == "serving":
+        conc = varied.get("concurrency", np.full(len(points), w.concurrency))
+        engine = lambda sub: serving_record(sc, sub, n["num_devices"][ok], conc[ok], isl[ok], osl[ok])
+        return _rows(ctx, points, ok, reasons, split, engine, lambda bad: serving_inputs(
+            sc, {k: v[bad] for k, v in n.items()}, isl[bad], osl[bad], conc[bad]))
     asked = varied.get("batch_size", np.full(len(points), w.batch_size, dtype=object))
     batch = asked[ok] if "batch_size" in varied else resolve_batches(sc, _subset(split, ok), isl[ok], osl[ok])
     if (batch < 1).any():  # batch max: not one sequence fits
@@ -139,7 +144,7 @@ def _splits(sc, n: dict, varied: dict) -> tuple[Split, np.ndarray, np.ndarray]:
     split, ok, why = split_arrays(sc, n)
     reasons = np.array([w[0] if w else None for w in why], dtype=object)
     cp_rows = n["cp"] > 1
-    if sc.workload.mode == "inference" and "input_len" in varied and cp_rows.any():
+    if sc.workload.mode != "training" and "input_len" in varied and cp_rows.any():
         # cp must divide each row's own prompt length: check those rows again with it
         for length in np.unique(varied["input_len"][cp_rows]):
             rows = cp_rows & (varied["input_len"] == length)

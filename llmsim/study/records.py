@@ -19,7 +19,7 @@ FLAG_PATHS = {
     "recompute": "parallel.recompute", "zero_stage": "parallel.zero_stage",
     "precision": "workload.precision", "mode": "workload.mode", "batch_size": "workload.batch_size",
     "input_len": "workload.input_len", "output_len": "workload.output_len",
-    "kv_precision": "workload.kv_precision",
+    "kv_precision": "workload.kv_precision", "concurrency": "workload.concurrency",
 }
 
 def overrides_from_flags(flags: dict, sets: list[str]) -> list[str]:
@@ -40,6 +40,18 @@ def record(sc) -> dict:
     from llmsim.engine.columns import first_row
 
     w = sc.workload
+    if w.mode == "serving":
+        from llmsim.engine.split import resolve_split
+
+        sp = resolve_split(sc).as_column()
+        cols = serving_record(sc, sp, np.array([sc.num_devices]), np.array([w.concurrency]),
+                              np.array([w.input_len]), np.array([w.output_len]))
+        row = first_row(cols)
+        if sc.serving.slo_ttft_s is not None or sc.serving.slo_tpot_s is not None:
+            from llmsim.engine.serving import slo_capacity
+
+            row.update(slo_capacity(sc, sp, w.input_len, w.output_len, sc.num_devices))
+        return row
     if w.mode == "inference":
         from llmsim.engine.inference import inference_point
 
@@ -134,6 +146,25 @@ def inference_record(sc, split, num_devices, batch, input_len, output_len) -> di
               "ep": split.ep}
     cols = inference_inputs(sc, inputs, input_len, output_len, batch)
     cols.update(inference_columns(sc, split, batch, input_len, output_len, num_devices))
+    cols.update(_cost_columns(sc, cols["throughput_tokens_per_s"], num_devices))
+    return cols
+
+
+def serving_inputs(sc, n: dict, input_len, output_len, concurrency) -> dict:
+    """The input columns of serving rows (as ``inference_inputs``, with the concurrency)."""
+    cols = inference_inputs(sc, n, input_len, output_len, concurrency)
+    cols["concurrency"] = cols.pop("batch_size")
+    return cols
+
+
+def serving_record(sc, split, num_devices, concurrency, input_len, output_len) -> dict:
+    """Input, engine and cost columns (arrays) of the valid serving splits ``split`` of ``sc``."""
+    from llmsim.engine.serving import serving_columns
+
+    inputs = {"num_devices": num_devices, "tp": split.tp, "pp": split.pp, "dp": split.dp, "cp": split.cp,
+              "ep": split.ep}
+    cols = serving_inputs(sc, inputs, input_len, output_len, concurrency)
+    cols.update(serving_columns(sc, split, concurrency, input_len, output_len, num_devices))
     cols.update(_cost_columns(sc, cols["throughput_tokens_per_s"], num_devices))
     return cols
 

@@ -1,0 +1,192 @@
+"""Serving under continuous batching, in steady state (vLLM, SGLang, TensorRT-LLM in-flight batching).
+
+A replica (tp x pp x ep devices) holds ``N`` requests at once (closed loop: ``workload.concurrency`` over
+the dp replicas; a finished request is replaced at once, as benchmark clients do). Every engine step runs
+one forward over the decode token of each generating request and up to the rest of the step's token
+budget ``B`` (``serving.max_batch_tokens``) of prompt tokens: chunked prefill (Agrawal et al. 2024,
+Sarathi-Serve, arXiv 2403.02369; vLLM's default scheduler). At most ``serving.max_seqs`` requests run,
+and only as many as the paged KV cache holds (blocks of ``serving.kv_block_tokens``); the rest queue.
+
+Each request needs ``I' = I (1 - prefix_cache_hit_rate)`` prompt tokens and ``O - 1`` decode steps. In
+steady state a request sees the other ``N - 1`` as a time average: ``d_o = (N - 1) f`` of them decoding
+(``f`` the fraction of a request's time spent decoding) and ``c_o = (N - 1) / N * X * I' * t`` prompt
+tokens per step of length ``t`` (``X`` requests/s). So
+
+  TPOT = t(1 + d_o, c_o)                                     its own decode step beside the others'
+  TTFT = w * t(d_o + I'/w, c_o),  w = max(1, I' / (B - d_o - c_o))  its prompt in w chunks
+  E2E = TTFT + (O - 1) TPOT,  X = N / E2E,  f = (O - 1) TPOT / E2E
+
+solved by fixed-point iteration; ``t(d, c)`` is the fullest stage's forward over d decode tokens (at the
+mean context I + O/2) and c prompt tokens (attending to I/2 keys on average) with its collectives, times pp
+(a token crosses every stage), plus the pipeline hops. Requests beyond the running limit wait: Little's
+law adds (N - running) / X to TTFT. With fixed lengths every request sees these means; percentiles need
+the length distributions and the queueing of the next step of this model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from llmsim.engine.columns import on_flag
+from llmsim.engine.compute import ACT_BYTES, Op, head_ops, kernel_time, layer_ops
+from llmsim.engine.inference import (
+    _decode_attention,
+    _moe_fraction,
+    forward_comm,
+    kv_bytes_per_token_layer,
+    memory_bytes,
+    pipeline_hops,
+)
+from llmsim.engine.network.topology import strides
+from llmsim.engine.split import Split
+from llmsim.engine.types import Scenario
+
+ITERATIONS = 8  # fixed-point steps: the decode fraction settles to < 0.1% in 4-6 on the bundled cases
+
+
+def _prefill_attention(m, c, keys, tp, kv_precision: str) -> Op:
+    """``c`` prompt tokens of this step, each attending to ``keys`` earlier tokens of its prompt on average."""
+    qk = m.head_dim + (m.mla.qk_rope_head_dim if m.mla else 0)
+    v = m.mla.v_head_dim if m.mla else m.head_dim
+    heads = m.heads / tp
+    flops = 2.0 * c * keys * heads * (qk + v)
+    nbytes = (c * heads * (qk + v) * ACT_BYTES
+              + np.where(c > 0, keys, 0.0) * kv_bytes_per_token_layer(m, tp, kv_precision))
+    # one attention kernel runs the step's decode and prompt tokens together (varlen FlashAttention,
+    # FlashInfer): no launch of its own
+    return Op("attention", "attention", flops, nbytes, np.maximum(c, 1.0), 1.0, 1.0, True, kernels=0.0)
+
+
+def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep):
+    """Compute time of one step on one device of the fullest stage's layer mix and the output layer."""
+    m, w = sc.model, sc.workload
+    kvp = w.kv_precision or w.precision
+    acc, prec, kern = sc.accelerator, w.precision, sc.parallel.attention_kernel
+    etp = tp // ep if in_tp else None
+
+    def layer(moe: bool):
+        ops = layer_ops(m, 1, d + c, tp, 1, False, prec, moe, ep, flash=True, expert_tp=etp)
+        out = 0.0
+        for op in ops:
+            if op.name == "attention":  # decode tokens read their cache, prompt tokens their prefix
+                op_list = [_decode_attention(m, d, ctx, tp, kvp, 1.0), _prefill_attention(m, c, keys, tp, kvp)]
+            else:
+                op_list = [op]
+            out = out + sum(kernel_time(o, acc, prec, kern) * o.count for o in op_list)
+        return out
+
+    frac = _moe_fraction(m)
+    per_layer = (1 - frac) * layer(False) + (frac * layer(True) if m.moe else 0.0)
+    head = sum(kernel_time(o, acc, prec, kern) for o in head_ops(m, 1, np.maximum(d, 1.0), tp, 1, prec))
+    return {"layer": per_layer, "head": head}
+
+
+def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys):
+    """Wall time of one engine step for a token: every stage's forward over ``d`` decode and ``c`` prompt
+    tokens (arrays per row), their collectives, and the pipeline hops."""
+    flag = np.broadcast_to(np.asarray(sp.ep_in_tp, dtype=bool), np.shape(d))
+    comp = on_flag(lambda f, *k: _stage_compute(sc, f, *k), flag, d, c, ctx, keys, sp.tp, sp.ep)
+    comm, _ = forward_comm(sc, sp, st, d + c)
+    stage = sp.layers_per_stage * comp["layer"] + comp["head"] + comm
+    return sp.pp * stage + pipeline_hops(sc, sp, st, d + c)
+
+
+def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
+    """Requests a replica can run at once: max_seqs, and the paged KV cache at the mean context of a
+    running request (I + O/2, rounded up to whole blocks) in what the weights, the step's workspace and
+    the reserve leave free."""
+    s = sc.serving
+    blk = s.kv_block_tokens
+    per_seq = np.ceil((input_len + output_len / 2) / blk) * blk * sp.layers_per_stage * kv_bytes_per_token_layer(
+        sc.model, sp.tp, sc.workload.kv_precision or sc.workload.precision)
+    fixed = memory_bytes(sc, sp, 0, input_len, output_len)
+    free = sc.accelerator.hbm_bytes - fixed["weights"] - fixed["reserved"] - fixed["activations"]
+    kv_fit = np.maximum(np.floor(free / per_seq), 0)
+    return {"kv_per_seq_bytes": per_seq, "kv_free_bytes": free,
+            "max_running": np.minimum(kv_fit, s.max_seqs).astype(np.int64)}
+
+
+def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len, num_devices) -> dict:
+    """Output columns (arrays) of the valid splits ``sp`` serving ``concurrency`` requests at once over
+    their dp replicas, each of ``input_len`` prompt and ``output_len`` generated tokens."""
+    s = sc.serving
+    st = strides(sc.parallel.order, sp.degrees)
+    n_total = np.asarray(concurrency, dtype=float)
+    n = np.maximum(n_total / sp.dp, 1.0)  # per replica
+    isl, osl = np.asarray(input_len, dtype=float), np.asarray(output_len, dtype=float)
+    prompt = np.maximum(np.ceil(isl * (1 - s.prefix_cache_hit_rate)), 1.0)
+    lim = running_limit(sc, sp, isl, osl)
+    run = np.minimum(n, np.maximum(lim["max_running"], 1))
+    ctx, keys = isl + osl / 2, isl / 2
+    budget = float(s.max_batch_tokens)
+    frac = (osl - 1) / (osl - 1 + 1.0)  # start: a one-step prefill
+    for _ in range(ITERATIONS):
+        # the others: d_o decoding, and their prompts at the rate they finish, (run - 1) f / ((O - 1) t)
+        # requests per second times I' tokens times the step t
+        d_o = (run - 1) * frac
+        c_o = d_o * prompt / np.maximum(osl - 1, 1)
+        tpot = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys)
+        chunks = np.maximum(1.0, prompt / np.maximum(budget - d_o, 1.0))
+        prefill_step = step_time(sc, sp, st, d_o, c_o + prompt / chunks, ctx, keys)
+        e2e_run = chunks * prefill_step + (osl - 1) * tpot
+        rate = run / e2e_run
+        frac = (osl - 1) * tpot / e2e_run
+    # The step budget caps the tokens of a step: at most d_max = B (O - 1) / (I' + O - 1) requests decode
+    # while the rest of each step's B tokens prefill the prompts that replace them, so the engine finishes
+    # at most d_max / ((O - 1) t(B)) requests per second; past that, TPOT is a full step and the excess
+    # waits for prefill (Little's law below).
+    d_max = budget * (osl - 1) / (prompt + osl - 1)
+    t_full = step_time(sc, sp, st, d_max, budget - d_max, ctx, keys)
+    rate_max = d_max / ((osl - 1) * t_full)
+    full = (1 + d_o + c_o > budget) | (rate > rate_max)
+    rate = np.where(full, np.minimum(rate, rate_max), rate)
+    tpot = np.where(full, np.maximum(tpot, t_full), tpot)
+    e2e = n / rate  # Little's law over everything in flight: prefill waits and the queue beyond the limit
+    ttft = e2e - (osl - 1) * tpot
+    queue = (n - run) / rate  # of which beyond the running limit
+    out_rate = sp.dp * rate * osl  # output tokens/s of the deployment
+    per_device = out_rate / num_devices
+    kv_used = run * lim["kv_per_seq_bytes"]
+    return {
+        "dp": sp.dp, "layers_per_stage": sp.layers_per_stage,
+        "ttft_s": ttft, "tpot_s": tpot, "e2e_latency_s": e2e, "queueing_delay_s": queue,
+        "requests_per_s": sp.dp * rate,
+        "throughput_tokens_per_s": out_rate, "throughput_tokens_per_s_per_device": per_device,
+        "tokens_per_s_per_user": 1.0 / tpot,
+        "running_requests_per_replica": run, "max_running_requests_per_replica": lim["max_running"],
+        "kv_cache_occupancy": np.where(lim["kv_free_bytes"] > 0, kv_used / lim["kv_free_bytes"], np.inf),
+        "kv_cache_gb": kv_used / 1e9,
+        "memory_per_device_gb": (kv_used + sc.accelerator.hbm_bytes - lim["kv_free_bytes"]) / 1e9,
+        "fits_in_memory": lim["max_running"] >= 1,
+    }
+
+
+def slo_capacity(sc: Scenario, sp: Split, input_len: int, output_len: int, num_devices: int) -> dict:
+    """The largest concurrency (over the deployment) whose TTFT and TPOT meet the scenario's ``slo``, and
+    the output tokens/s per device there (SLO goodput): every concurrency from 1 to the running limit of
+    all replicas evaluated as one column (TTFT and TPOT grow with it). 0 and 0.0 when not even one
+    request meets it."""
+    slo = sc.serving.slo_ttft_s, sc.serving.slo_tpot_s
+    dp = int(np.asarray(sp.dp).ravel()[0])
+    isl, osl = np.array([input_len]), np.array([output_len])
+    top = int(running_limit(sc, sp, isl, osl)["max_running"][0]) * dp
+
+    def meeting(conc):
+        cols = serving_columns(sc, sp, conc, np.full(conc.shape, input_len), np.full(conc.shape, output_len),
+                               np.full(conc.shape, num_devices))
+        ok = np.ones(conc.shape, dtype=bool)
+        if slo[0] is not None:
+            ok &= cols["ttft_s"] <= slo[0]
+        if slo[1] is not None:
+            ok &= cols["tpot_s"] <= slo[1]
+        return ok, cols["throughput_tokens_per_s_per_device"]
+
+    coarse = np.unique(np.round(np.geomspace(1, max(top, 1), 64)).astype(np.int64))
+    ok, _ = meeting(coarse)
+    if not ok.any():
+        return {"slo_concurrency": 0, "slo_throughput_tokens_per_s_per_device": 0.0}
+    i = int(np.flatnonzero(ok)[-1])  # then every concurrency up to the next coarse point that fails
+    fine = np.arange(coarse[i], coarse[i + 1] if i + 1 < coarse.size else coarse[i] + 1)
+    ok, thr = meeting(fine)
+    best = int(np.flatnonzero(ok)[-1])
+    return {"slo_concurrency": int(fine[best]), "slo_throughput_tokens_per_s_per_device": float(thr[best])}

@@ -1,0 +1,86 @@
+"""Continuous-batching serving in steady state (engine/serving.py)."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llmsim.engine.serving import serving_columns
+from llmsim.engine.split import resolve_split
+from llmsim.study import records as est
+from tests.conftest import run_cli
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _scenario(registry, model="llama3-8b", devices=1, tp=1, isl=1024, osl=256, conc=8, extra=()):
+    return est.load(None, registry, [f"model={model}", f"system.num_devices={devices}", f"parallel.tp={tp}",
+                                     "parallel.pp=1", "workload.mode=serving", f"workload.input_len={isl}",
+                                     f"workload.output_len={osl}", f"workload.concurrency={conc}", *extra])
+
+
+def _columns(sc, concurrency):
+    sp = resolve_split(sc).as_column()
+    c = np.asarray(concurrency)
+    w = sc.workload
+    return serving_columns(sc, sp, c, np.full(c.shape, w.input_len), np.full(c.shape, w.output_len),
+                           np.full(c.shape, sc.num_devices))
+
+
+def test_one_request_decodes_as_a_batch_of_one(registry):
+    # alone in the engine a request's decode steps carry nothing else: its TPOT is the static batch-1
+    # decode step (at the mean context I + O/2, which the static model samples at 4 points: within 0.1%)
+    sc = _scenario(registry, conc=1)
+    serving = est.record(sc)
+    static = est.record(est.load(None, registry, [
+        "model=llama3-8b", "system.num_devices=1", "parallel.tp=1", "parallel.pp=1", "workload.mode=inference",
+        "workload.input_len=1024", "workload.output_len=256", "workload.batch_size=1"]))
+    assert serving["tpot_s"] == pytest.approx(static["tpot_s"], rel=1e-3)
+    assert serving["queueing_delay_s"] == 0.0
+
+
+def test_closed_loop_obeys_littles_law(registry):
+    # N requests in flight = request rate x time each spends in the system, queue included
+    sc = _scenario(registry, conc=8)
+    cols = _columns(sc, [1, 8, 64, 256, 1024])
+    assert cols["requests_per_s"] * cols["e2e_latency_s"] == pytest.approx(np.array([1, 8, 64, 256, 1024]))
+    # output tokens/s = requests/s x output_len
+    assert cols["throughput_tokens_per_s"] == pytest.approx(cols["requests_per_s"] * 256)
+
+
+def test_beyond_the_running_limit_requests_queue(registry):
+    # max_seqs 256: 1,024 requests in flight run 256 at a time; throughput stays, TTFT grows by the
+    # queue (768 waiting / requests per second)
+    sc = _scenario(registry)
+    cols = _columns(sc, [256, 1024])
+    assert cols["running_requests_per_replica"].tolist() == [256, 256]
+    assert cols["throughput_tokens_per_s"][1] == pytest.approx(cols["throughput_tokens_per_s"][0])
+    assert cols["queueing_delay_s"][1] == pytest.approx(768 / cols["requests_per_s"][1])
+
+
+@SETTINGS
+@given(model=st.sampled_from(["llama3-8b", "llama3-70b", "mixtral-8x7b"]), tp=st.sampled_from([2, 4, 8]),
+       isl=st.sampled_from([128, 1024, 4096]), osl=st.sampled_from([16, 256, 1024]))
+def test_more_concurrency_never_lowers_throughput_nor_improves_tpot(registry, model, tp, isl, osl):
+    sc = _scenario(registry, model=model, devices=tp, tp=tp, isl=isl, osl=osl, extra=["workload.precision=fp8"])
+    conc = np.arange(1, 300)
+    cols = _columns(sc, conc)
+    thr, tpot = cols["throughput_tokens_per_s_per_device"], cols["tpot_s"]
+    assert (np.diff(thr) >= -1e-9 * thr[1:]).all()
+    assert (np.diff(tpot) >= -1e-12).all()
+
+
+def test_slo_capacity_meets_the_slo_and_stays_below_the_peak(registry):
+    sc = _scenario(registry, model="llama3-70b", devices=8, tp=8, extra=["workload.precision=fp8",
+                                                                      "serving.slo_tpot_s=0.03"])
+    rec = est.record(sc)
+    at = _columns(sc, [rec["slo_concurrency"], rec["slo_concurrency"] + 1])
+    assert at["tpot_s"][0] <= 0.03 < at["tpot_s"][1] or rec["slo_concurrency"] >= 256
+    peak = _columns(sc, [256])["throughput_tokens_per_s_per_device"][0]
+    assert 0 < rec["slo_throughput_tokens_per_s_per_device"] <= peak
+
+
+def test_serving_without_concurrency_is_a_one_line_error():
+    r = run_cli("estimate", "--mode", "serving", "--input-len", "128", "--output-len", "16")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "concurrency" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -260,7 +260,7 @@ def test_a100_to_b200_study_factors_are_improvements_and_shares_sum_to_one():
     (0, "a100-sxm-80gb", "dgx-a100", "bf16"), (9, "gb200", "gb200-nvl72", "fp4")])
 def test_a100_to_b200_study_bookends_are_the_searched_best_splits(row, accelerator, network, precision):
     # README calls the study's first and last rows each system at its own best split: they must stay
-    # what `llmsim search` finds for the same workload, or the 12.3x would mix in an arbitrary split
+    # what `llmsim search` finds for the same workload, or the 11.8x would mix in an arbitrary split
     study = run(load_sweep(Path(__file__).parent.parent / "sweeps" / "a100-to-b200.yaml"), (), 1)
     r = run_cli("search", "--model", "gpt-moe-1.8t", "--devices", "4096", "--global-batch-size", "2048",
                 "--seq-len", "4096", "--accelerator", accelerator, "--network", network, "--precision", precision,

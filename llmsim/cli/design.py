@@ -77,7 +77,7 @@ def sweep_cmd(
         raise SpecError(f"-o {output or '-'}: cannot create a working directory for the sweep ({err.strerror})") from None
     with parts_dir as tmp, _progress(not quiet and sys.stderr.isatty()) as bar:
         with on_dask(scheduler) if remote else nullcontext():
-            parts = ss.evaluate(sp, dirs, tmp, jobs, pareto_only, bar("evaluating", len(sw.chunks(n, sw.CHUNK))),
+            parts = ss.evaluate(sp, dirs, tmp, jobs, pareto_only, bar("evaluating", len(sw.tasks(sp))),
                                 remote)
         plan = ss.plan(sp, parts, pareto_only, top)
         if fmt == "parquet":

@@ -12,6 +12,7 @@ leaves a dragonfly group; a torus the links of the dimensions the group spans.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from functools import lru_cache
 
 import numpy as np
@@ -115,12 +116,35 @@ def neighbour_path(network: Network, order: tuple[str, ...], degrees: dict[str, 
     return path_of(network, strides(order, degrees)[dim], 2 if degrees[dim] > 1 else 1)
 
 
+REMEMBERED = 64  # group_collectives calls kept: a sweep's neighbouring groups (the same model and
+_remembered: OrderedDict = OrderedDict()  # network, another recompute or ZeRO stage) ask for the same ones
+
+
+def _key(a):
+    a = np.asarray(a)
+    return a.dtype.str, a.shape, a.tobytes()
+
+
 def group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks=None) -> tuple[np.ndarray, np.ndarray]:
     """(times, names "OP ALGORITHM/PROTOCOL on TIERS") of ``op`` over groups of ``ranks`` ranks ``stride``
     apart (arrays: a sweep's rows) placed as groups of ``path_ranks`` (default ``ranks``) are; each
     distinct group is placed once, and the rows of all groups that land on the same path are timed at
     once (a size's time depends on its path alone). Groups of one rank, or nothing to send, take no time
-    (name None)."""
+    (name None). The last ``REMEMBERED`` calls are kept (read-only arrays)."""
+    key = (net, op, *(None if a is None else _key(a) for a in (nbytes, ranks, stride, path_ranks)))
+    if key in _remembered:
+        _remembered.move_to_end(key)
+        return _remembered[key]
+    out = _group_collectives(net, op, nbytes, ranks, stride, path_ranks)
+    for a in out:
+        a.flags.writeable = False
+    _remembered[key] = out
+    if len(_remembered) > REMEMBERED:
+        _remembered.popitem(last=False)
+    return out
+
+
+def _group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks) -> tuple[np.ndarray, np.ndarray]:
     path_ranks = ranks if path_ranks is None else path_ranks
     S, n, st, pn = np.broadcast_arrays(np.asarray(nbytes, dtype=float), ranks, stride, path_ranks)
     times, names = np.zeros(S.shape), np.full(S.shape, None, dtype=object)

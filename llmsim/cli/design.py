@@ -68,6 +68,7 @@ def sweep_cmd(
     dirs = preset_dirs(ctx)
     fmt = output.suffix[1:] if output is not None else "csv"
     remote = backend == "dask"
+    jobs = jobs if remote else sw.workers(n, jobs)  # a small sweep: no worker start-up
     if remote:
         from llmsim.study.dask_backend import on_dask
     # rows wait in part files beside the output (or in TMPDIR for stdout) until they are ranked and merged

@@ -30,6 +30,12 @@ def chunks(n: int, size: int) -> list[tuple[int, int]]:
 
 
 CHUNK = 8192  # points per task: large enough that numpy amortises the per-group work
+IN_PROCESS = 100_000  # smaller sweeps run in this process: starting workers costs more than it saves
+
+
+def workers(points: int, jobs: int) -> int:
+    """Worker processes for a sweep of ``points``: ``jobs``, or 1 (this process) for a small sweep."""
+    return jobs if points >= IN_PROCESS else 1
 
 
 def tasks(spec: SweepSpec, chunk: int | None = None) -> list[tuple[int, int]]:
@@ -41,16 +47,16 @@ def tasks(spec: SweepSpec, chunk: int | None = None) -> list[tuple[int, int]]:
 
 def run(spec: SweepSpec, preset_dirs: tuple[str, ...], jobs: int = 1, chunk: int = CHUNK, progress=None,
         front_only: bool = False):
-    """All kept rows (a DataFrame in point order), chunk by chunk over ``jobs`` joblib workers (the
-    active joblib backend); each worker expands its own index range from the spec (``front_only``:
-    and returns only its chunk's Pareto front)."""
+    """All kept rows (a DataFrame in point order), task by task over ``jobs`` joblib workers (the
+    active joblib backend; this process alone under ``IN_PROCESS`` points); each worker expands its own
+    index range from the spec (``front_only``: and returns only its chunk's Pareto front)."""
     import pandas as pd
     from joblib import Parallel, delayed
 
     parts = tasks(spec, chunk)
     todo = (delayed(evaluate_range)(spec, preset_dirs, a, b, front_only) for a, b in parts)
     out = []
-    for frame in Parallel(n_jobs=jobs, return_as="generator")(todo):
+    for frame in Parallel(n_jobs=workers(spec.size, jobs), return_as="generator")(todo):
         if len(frame):
             out.append(frame)
         if progress:

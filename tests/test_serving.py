@@ -2,13 +2,13 @@
 
 import numpy as np
 import pytest
+from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llmsim.engine.serving import serving_columns
 from llmsim.engine.split import resolve_split
 from llmsim.study import records as est
-from tests.conftest import run_cli
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -84,3 +84,24 @@ def test_serving_without_concurrency_is_a_one_line_error():
     r = run_cli("estimate", "--mode", "serving", "--input-len", "128", "--output-len", "16")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "concurrency" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_serving_plot_draws_one_line_per_system_with_concurrency_labels(tmp_path):
+    pytest.importorskip("matplotlib")
+    from pathlib import Path
+
+    import pandas as pd
+
+    from llmsim.output.plot_serving import serving_figure
+
+    spec = Path(__file__).resolve().parents[1] / "sweeps" / "serving-interactivity.yaml"
+    csv = tmp_path / "s.csv"
+    assert run_cli("sweep", str(spec), "--quiet", "--jobs", "1", "-o", str(csv)).returncode == 0
+    df = pd.read_csv(csv)
+    fig = serving_figure(df, ["accelerator"], slo_tpot_s=0.03)
+    ax = fig.axes[0]
+    assert len(ax.lines) == 2  # h100-sxm, h200-sxm
+    labels = {t.get_text() for t in ax.texts}
+    assert {"1", "64", "256, 512"} <= labels  # past the running limit two concurrencies share a point
+    r = run_cli("plot", "serving", str(csv), "--slo-tpot-s", "0.03", "-o", str(tmp_path / "s.png"))
+    assert r.returncode == 0 and (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"

@@ -137,14 +137,18 @@ def inference_inputs(sc, n: dict, input_len, output_len, batch_size) -> dict:
             "input_len": input_len, "output_len": output_len, "batch_size": batch_size}
 
 
+def _split_inputs(split, num_devices) -> dict:
+    """The split's input columns of a record."""
+    return {"num_devices": num_devices, "tp": split.tp, "pp": split.pp, "dp": split.dp, "cp": split.cp,
+            "ep": split.ep}
+
+
 def inference_record(sc, split, num_devices, batch, input_len, output_len) -> dict:
     """Input, engine and cost columns (arrays) of the valid inference splits ``split`` of ``sc``
     (``batch``: resolved, at least 1)."""
     from llmsim.engine.inference import inference_columns
 
-    inputs = {"num_devices": num_devices, "tp": split.tp, "pp": split.pp, "dp": split.dp, "cp": split.cp,
-              "ep": split.ep}
-    cols = inference_inputs(sc, inputs, input_len, output_len, batch)
+    cols = inference_inputs(sc, _split_inputs(split, num_devices), input_len, output_len, batch)
     cols.update(inference_columns(sc, split, batch, input_len, output_len, num_devices))
     cols.update(_cost_columns(sc, cols["throughput_tokens_per_s"], num_devices))
     return cols
@@ -161,9 +165,7 @@ def serving_record(sc, split, num_devices, concurrency, input_len, output_len) -
     """Input, engine and cost columns (arrays) of the valid serving splits ``split`` of ``sc``."""
     from llmsim.engine.serving import serving_columns
 
-    inputs = {"num_devices": num_devices, "tp": split.tp, "pp": split.pp, "dp": split.dp, "cp": split.cp,
-              "ep": split.ep}
-    cols = serving_inputs(sc, inputs, input_len, output_len, concurrency)
+    cols = serving_inputs(sc, _split_inputs(split, num_devices), input_len, output_len, concurrency)
     cols.update(serving_columns(sc, split, concurrency, input_len, output_len, num_devices))
     cols.update(_cost_columns(sc, cols["throughput_tokens_per_s"], num_devices))
     return cols

@@ -190,3 +190,46 @@ def slo_capacity(sc: Scenario, sp: Split, input_len: int, output_len: int, num_d
     ok, thr = meeting(fine)
     best = int(np.flatnonzero(ok)[-1])
     return {"slo_concurrency": int(fine[best]), "slo_throughput_tokens_per_s_per_device": float(thr[best])}
+
+
+def _wait_quantile(rate, capacity, q: float):
+    """q-quantile of an M/M/1 queue's waiting time at arrival ``rate`` and service ``capacity``
+    (requests/s): P(W > t) = rho exp(-(mu - lambda) t) (Kleinrock 1975, Queueing Systems I, sec. 3.2)."""
+    rho = rate / capacity
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.log(rho / (1 - q)) / (capacity - rate)
+    return np.where(rho < 1, np.maximum(t, 0.0), np.inf)
+
+
+def open_loop(sc: Scenario, sp: Split, rate: float, input_len: int, output_len: int, num_devices: int) -> dict:
+    """Columns at ``rate`` requests/s arriving at random (Poisson) over the deployment: the closed loop at
+    the concurrency whose throughput is that rate (Little's law), every concurrency up to the running
+    limit evaluated as one column and interpolated; TTFT percentiles add an M/M/1 queue's waiting-time
+    quantile at utilisation rate / capacity (the capacity: the throughput at the running limit) to the
+    mean. A rate at or above capacity has no steady state: TTFT is infinite."""
+    dp = int(np.asarray(sp.dp).ravel()[0])
+    isl, osl = np.array([input_len]), np.array([output_len])
+    top = max(int(running_limit(sc, sp, isl, osl)["max_running"][0]), 1) * dp
+    conc = np.unique(np.geomspace(1, top, 96))
+    cols = serving_columns(sc, sp, conc, np.full(conc.shape, input_len), np.full(conc.shape, output_len),
+                           np.full(conc.shape, num_devices))
+    capacity = float(cols["requests_per_s"][-1])
+    n = float(np.interp(rate, cols["requests_per_s"], conc)) if rate < capacity else float(top)
+    at = {k: np.asarray(v)[0] for k, v in serving_columns(
+        sc, sp, np.array([n]), isl, osl, np.array([num_devices])).items()}
+    out = {**at, "request_rate_per_s": rate, "concurrency": n, "utilization": rate / capacity}
+    for q in (0.5, 0.9, 0.99):
+        out[f"ttft_p{int(q * 100)}_s"] = float(at["ttft_s"] + _wait_quantile(rate, capacity, q))
+    if rate >= capacity:
+        out.update(ttft_s=np.inf, e2e_latency_s=np.inf)
+    # the highest rate whose p90 TTFT and TPOT meet the SLO, from the same column of concurrencies
+    slo_t, slo_p = sc.serving.slo_ttft_s, sc.serving.slo_tpot_s
+    if slo_t is not None or slo_p is not None:
+        rates = cols["requests_per_s"]
+        p90 = cols["ttft_s"] + _wait_quantile(rates, capacity, 0.9)
+        ok = (p90 <= (slo_t if slo_t is not None else np.inf)) & (cols["tpot_s"] <= (slo_p if slo_p else np.inf))
+        best = int(np.flatnonzero(ok)[-1]) if ok.any() else None
+        out["slo_request_rate_per_s"] = float(rates[best]) if best is not None else 0.0
+        out["slo_throughput_tokens_per_s_per_device"] = (
+            float(cols["throughput_tokens_per_s_per_device"][best]) if best is not None else 0.0)
+    return out

@@ -65,6 +65,7 @@ class WorkloadSpec(Strict):
     output_len: PosInt | None = None
     kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] | None = None
     concurrency: PosInt | None = None  # serving: requests in flight over the deployment (closed loop)
+    request_rate_per_s: float | None = Field(default=None, gt=0)  # serving: Poisson arrivals (open loop)
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadSpec:
@@ -72,8 +73,9 @@ class WorkloadSpec(Strict):
             raise ValueError("training needs global_batch_size (sequences per optimizer step)")
         if self.mode in ("inference", "serving") and (self.input_len is None or self.output_len is None):
             raise ValueError(f"{self.mode} needs input_len and output_len (tokens per sequence)")
-        if self.mode == "serving" and self.concurrency is None:
-            raise ValueError("serving needs concurrency (requests in flight over the deployment)")
+        if self.mode == "serving" and (self.concurrency is None) == (self.request_rate_per_s is None):
+            raise ValueError("serving needs one of concurrency (requests in flight over the deployment) and "
+                             "request_rate_per_s (Poisson arrivals)")
         if self.mode == "serving" and self.output_len < 2:
             raise ValueError("serving needs output_len of at least 2 (a first token and a decode step)")
         return self

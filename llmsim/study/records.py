@@ -20,6 +20,7 @@ FLAG_PATHS = {
     "precision": "workload.precision", "mode": "workload.mode", "batch_size": "workload.batch_size",
     "input_len": "workload.input_len", "output_len": "workload.output_len",
     "kv_precision": "workload.kv_precision", "concurrency": "workload.concurrency",
+    "request_rate": "workload.request_rate_per_s",
 }
 
 def overrides_from_flags(flags: dict, sets: list[str]) -> list[str]:
@@ -44,6 +45,8 @@ def record(sc) -> dict:
         from llmsim.engine.split import resolve_split
 
         sp = resolve_split(sc).as_column()
+        if w.request_rate_per_s is not None:
+            return _open_loop_record(sc, sp)
         cols = serving_record(sc, sp, np.array([sc.num_devices]), np.array([w.concurrency]),
                               np.array([w.input_len]), np.array([w.output_len]))
         row = first_row(cols)
@@ -64,6 +67,21 @@ def record(sc) -> dict:
     sp = resolve_split(sc)
     cols = training_record(sc, sp.as_column(), np.array([sc.num_devices]), np.array([w.global_batch_size]))
     return first_row(cols)
+
+
+def _open_loop_record(sc, sp) -> dict:
+    """One serving point at a Poisson request rate (engine.serving.open_loop), with its input and cost
+    columns."""
+    from llmsim.engine.columns import first_row
+    from llmsim.engine.serving import open_loop
+
+    w = sc.workload
+    out = open_loop(sc, sp, w.request_rate_per_s, w.input_len, w.output_len, sc.num_devices)
+    inputs = first_row(serving_inputs(sc, _split_inputs(sp, np.array([sc.num_devices])), np.array([w.input_len]),
+                                      np.array([w.output_len]), np.array([out["concurrency"]])))
+    row = {**inputs, "request_rate_per_s": w.request_rate_per_s, **{k: v for k, v in out.items()}}
+    row.update(_cost_columns(sc, float(out["throughput_tokens_per_s"])))
+    return row
 
 
 def interleavings(sc) -> list[int]:

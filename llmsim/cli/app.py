@@ -6,12 +6,15 @@ Heavy modules (pandas, joblib, the engine) are imported inside the commands that
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
 import typer
 
 from llmsim import __version__
+from llmsim.atomic import WriteError
 from llmsim.cli.collective import collective_cmd
 from llmsim.cli.design import cost_cmd, search_cmd, sweep_cmd
 from llmsim.cli.estimate import check, estimate
@@ -61,18 +64,43 @@ app.command("cost")(cost_cmd)
 app.add_typer(make_plot_app(estimate), name="plot")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, batch schedulers): unwinds like Ctrl-C, so temporary files are removed."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
 def main() -> None:
     """Entry point: bad input is one line on stderr and exit status 2, never a traceback."""
     try:
+        signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread (an embedding program): leave its handler alone
+        pass
+    try:
         app()
-    except DesignError as err:  # SpecError (bad input) is one
+    except (DesignError, WriteError) as err:  # SpecError (bad input) is one; WriteError: -o on a full disk
         sys.stderr.write(f"llmsim: error: {err}\n")
         sys.exit(2)
+    except Terminated:
+        sys.stderr.write("llmsim: terminated\n")
+        sys.exit(143)
     except KeyboardInterrupt:
         sys.stderr.write("llmsim: interrupted\n")
         sys.exit(130)
-    except BrokenPipeError:  # e.g. `llmsim ... | head`
+    except BrokenPipeError:  # e.g. `llmsim ... | head`: stop quietly
+        _quiet_stdout()
         sys.exit(0)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that flushing it at exit does not fail again on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

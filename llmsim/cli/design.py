@@ -21,6 +21,7 @@ from llmsim.cli.common import (
     Format,
     preset_dirs,
     registry,
+    workers,
 )
 from llmsim.spec.errors import SpecError
 
@@ -48,7 +49,11 @@ def sweep_cmd(
     from llmsim.study import stream as ss
     from llmsim.study import sweep as sw
 
+    if backend not in ("local", "dask"):
+        raise SpecError(f"--backend: unknown {backend!r}; allowed: local, dask")
+    jobs = workers(jobs, "sweep", backend == "dask")
     sp = load_sweep(spec)
+    sw.check_columns(sp)
     n = sp.size
     sys.stderr.write(f"llmsim sweep: {n:,} design points\n")
     if n >= 10_000_000 and not yes:
@@ -61,8 +66,6 @@ def sweep_cmd(
             import pyarrow  # noqa: F401
         except ImportError:
             raise SpecError(f"-o {output}: .parquet needs pyarrow: pip install pyarrow") from None
-    if backend not in ("local", "dask"):
-        raise SpecError(f"--backend: unknown {backend!r}; allowed: local, dask")
     if output is not None and not output.resolve().parent.is_dir():
         raise SpecError(f"-o {output}: directory {output.resolve().parent} does not exist")
     dirs = preset_dirs(ctx)
@@ -138,11 +141,13 @@ def search_cmd(
 
     flags = dict(model=model, accelerator=accelerator, devices=devices, network=network,
                  global_batch_size=global_batch_size, seq_len=seq_len, precision=precision)
+    jobs = workers(jobs, "search")
     overrides = est.overrides_from_flags(flags, set_)
     reg = registry(ctx)
     sc = est.load(scenario, reg, overrides)
     base = se.base_of(scenario, est.DEFAULT_SCENARIO, overrides, reg)
     spec = se.search_spec(base, str(scenario or est.DEFAULT_SCENARIO), sc, objective, not minimize)
+    sw.check_columns(spec)
     sys.stderr.write(f"llmsim search: {spec.size:,} splits\n")
     dirs = preset_dirs(ctx)
     frame = sw.rank(sw.run(spec, dirs, jobs), spec.objectives).iloc[:top]

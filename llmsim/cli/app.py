@@ -6,6 +6,7 @@ Heavy modules (pandas, joblib, the engine) are imported inside the commands that
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -68,7 +69,11 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM (``timeout``, batch schedulers): unwinds like Ctrl-C, so temporary files are removed."""
 
 
+_SIGNALLED: list[int] = []  # SIGTERM seen: joblib re-raises a plain KeyboardInterrupt from its workers
+
+
 def _terminate(signum, frame) -> None:
+    _SIGNALLED.append(signum)
     raise Terminated
 
 
@@ -83,15 +88,36 @@ def main() -> None:
     except (DesignError, WriteError) as err:  # SpecError (bad input) is one; WriteError: -o on a full disk
         sys.stderr.write(f"llmsim: error: {err}\n")
         sys.exit(2)
-    except Terminated:
-        sys.stderr.write("llmsim: terminated\n")
-        sys.exit(143)
     except KeyboardInterrupt:
-        sys.stderr.write("llmsim: interrupted\n")
-        sys.exit(130)
+        _stopped()
     except BrokenPipeError:  # e.g. `llmsim ... | head`: stop quietly
         _quiet_stdout()
         sys.exit(0)
+    except SystemExit as done:  # click turns Ctrl-C into exit 130 and a closed stdout into exit 1
+        causes = _causes(done)
+        if any(isinstance(c, OSError) and c.errno == errno.EPIPE for c in causes):
+            _quiet_stdout()
+            sys.exit(0)
+        if any(isinstance(c, KeyboardInterrupt) for c in causes):
+            _stopped()
+        raise
+
+
+def _causes(err: BaseException) -> list[BaseException]:
+    out, seen = [], set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        out.append(err)
+        err = err.__cause__ or err.__context__
+    return out
+
+
+def _stopped() -> None:
+    if _SIGNALLED:
+        sys.stderr.write("llmsim: terminated\n")
+        sys.exit(143)
+    sys.stderr.write("llmsim: interrupted\n")
+    sys.exit(130)
 
 
 def _quiet_stdout() -> None:

@@ -103,8 +103,9 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 def parse_yaml(text: str, source: str) -> Document:
     """Parse one YAML document from ``text``; ``source`` names it in errors."""
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # it already refuses control characters
         node = loader.get_single_node()
         if node is None:
             return Document(None, source, {})
@@ -119,10 +120,13 @@ def parse_yaml(text: str, source: str) -> Document:
         raise SpecError(f"YAML syntax error: {problem}", file=source, line=line) from None
     except yaml.YAMLError as err:
         raise SpecError(f"YAML error: {err}", file=source) from None
+    except (ValueError, TypeError, OverflowError) as err:  # a value its tag cannot make: !!int 1e3, 5,000 digits
+        raise SpecError(f"YAML value cannot be read: {' '.join(str(err).split())[:120]}", file=source) from None
     except RecursionError:
         raise SpecError("YAML document nests too deeply", file=source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return Document(data, source, lines)
 
 

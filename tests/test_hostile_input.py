@@ -278,3 +278,12 @@ def test_sweep_into_a_closed_pipe_exits_0_quietly():
     proc.stdout.close()  # as `| head -1` does
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0 and "Error" not in err and "Traceback" not in err, err
+
+
+def test_sweep_base_with_a_400_digit_device_count(tmp_path):
+    # found by the long fuzz run: math.isfinite() of the integer raised OverflowError
+    path = tmp_path / "s.yaml"
+    path.write_text(f"base:\n  model: llama3-8b\n  system: {{accelerator: h100-sxm, num_devices: {'1' * 400}, "
+                    "network: dgx-h100}\n  workload: {global_batch_size: 32}\ngrid:\n  parallel.tp: [1, 2]\n")
+    code, out, err = run_main("sweep", str(path), "--jobs", "1", "--quiet")
+    assert code == 0 and out.startswith("model,") and "Traceback" not in err, err

@@ -57,8 +57,13 @@ MAX_AXIS = 1_000_000  # values of one grid axis
 MAX_POINTS = 10**11  # design points of a sweep, even with --yes
 
 
+def _finite(x) -> bool:
+    """A number within +-1e18 (NaN is not; a 400-digit integer is compared exactly, never made a float)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) <= 1e18
+
+
 def _number(doc: Document, loc: tuple, raw, what: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw) or abs(raw) > 1e18:
+    if not _finite(raw):
         raise _err(doc, loc, f"{what} must be a finite number, got {raw!r:.40}")
     return raw
 
@@ -155,8 +160,7 @@ def load_sweep(path: str | Path) -> SweepSpec:
     devices = [system.get("num_devices", 1) if isinstance(system, dict) else 1]
     devices += list(_values(doc, ("grid", "system.num_devices"), grid["system.num_devices"], 1)
                     if "system.num_devices" in grid else [])
-    devices = [int(x) for x in devices if isinstance(x, (int, float)) and not isinstance(x, bool)
-               and math.isfinite(x) and x >= 1]
+    devices = [int(x) for x in devices if _finite(x) and x >= 1]
     max_dev = max(devices, default=1)
     if max_dev > MAX_DEVICES:
         raise _err(doc, ("grid",), f"num_devices {max_dev:,} is out of range; at most {MAX_DEVICES:,}")

@@ -89,8 +89,9 @@ def estimate(
                  precision=precision, mode=mode, batch_size=batch_size, input_len=input_len,
                  output_len=output_len, kv_precision=kv_precision, concurrency=concurrency,
                  request_rate=request_rate)
-    sc = est.load(scenario, registry(ctx), est.overrides_from_flags(flags, set_))
-    rec = evaluate_point(est.operator_rows if ops else est.record, sc, scenario)
+    overrides = est.overrides_from_flags(flags, set_)
+    sc = est.load(scenario, registry(ctx), overrides)
+    rec = evaluate_point(est.operator_rows if ops else est.record, sc, scenario, overrides)
     if sc.parallel.virtual_stages == "auto" and not ops:
         choices = ", ".join(map(str, est.interleavings(sc)))
         which = "the fastest that fits" if rec["fits_in_memory"] else "none fits: the fastest"

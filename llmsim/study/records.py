@@ -23,8 +23,10 @@ FLAG_PATHS = {
     "request_rate": "workload.request_rate_per_s",
 }
 
-def overrides_from_flags(flags: dict, sets: list[str]) -> list[str]:
-    out = [f"{FLAG_PATHS[k]}={v}" for k, v in flags.items() if v is not None]
+def overrides_from_flags(flags: dict, sets: list[str]) -> list:
+    """Overrides (``spec.load.Override``) of the flags given, each labelled with its flag for errors, then
+    the ``--set`` ones."""
+    out = [(f"--{k.replace('_', '-')} {v}", f"{FLAG_PATHS[k]}={v}") for k, v in flags.items() if v is not None]
     return out + list(sets)
 
 

@@ -31,7 +31,9 @@ from llmsim.engine.columns import on_flag
 from llmsim.engine.compute import ACT_BYTES, Op, head_ops, kernel_time, layer_ops
 from llmsim.engine.inference import (
     _decode_attention,
+    _logits_bytes_per_seq,
     _moe_fraction,
+    _workspace_per_token,
     forward_comm,
     kv_bytes_per_token_layer,
     memory_bytes,
@@ -100,7 +102,9 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
     per_seq = np.ceil((input_len + output_len / 2) / blk) * blk * sp.layers_per_stage * kv_bytes_per_token_layer(
         sc.model, sp.tp, sc.workload.kv_precision or sc.workload.precision)
     fixed = memory_bytes(sc, sp, 0, input_len, output_len)
-    free = sc.accelerator.hbm_bytes - fixed["weights"] - fixed["reserved"] - fixed["activations"]
+    # the step's workspace: the live tensors of max_batch_tokens tokens and the fp32 logits of max_seqs
+    workspace = s.max_batch_tokens * _workspace_per_token(sc, sp.tp) + s.max_seqs * _logits_bytes_per_seq(sc, sp.tp)
+    free = sc.accelerator.hbm_bytes - fixed["weights"] - fixed["reserved"] - workspace
     kv_fit = np.maximum(np.floor(free / per_seq), 0)
     return {"kv_per_seq_bytes": per_seq, "kv_free_bytes": free,
             "max_running": np.minimum(kv_fit, s.max_seqs).astype(np.int64)}

@@ -187,6 +187,7 @@ def test_all_infeasible_sweep_still_writes_the_csv_header(tmp_path):
     ({"objectives": True}, "objectives is a list"),
     ({"constraints": float("inf")}, "constraints is a list"),
     ({"constraints": ["tp <= 'x'"]}, "cannot be evaluated"),
+    ({"constraints": ["max"]}, "max is a function"),  # found by the long fuzz run: a KeyError
 ])
 def test_sweep_spec_fuzz_findings(tmp_path, spec, needle):
     _fails(run_main("sweep", _sweep(tmp_path, **spec), "--jobs", "1"), needle)

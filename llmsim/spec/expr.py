@@ -48,6 +48,10 @@ class Expr:
                 if (name == "abs" and n != 1) or (name != "abs" and n < 2):
                     want = "one argument" if name == "abs" else "two or more arguments"
                     raise ValueError(f"{text!r}: {name}() takes {want}, got {n}")
+        called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id in _FUNCS and id(node) not in called:
+                raise ValueError(f"{text!r}: {node.id} is a function: call it, e.g. {node.id}(tp, pp)")
         _fold(tree.body, text)
         self.text, self._tree = text, tree.body
         self.names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(_FUNCS))
@@ -62,7 +66,7 @@ class Expr:
         try:
             with np.errstate(all="ignore"):
                 return np.asarray(_veval(self._tree, columns), dtype=bool)
-        except (TypeError, ValueError, ArithmeticError) as err:
+        except (TypeError, ValueError, ArithmeticError, KeyError) as err:
             raise ValueError(f"{self.text!r} cannot be evaluated: {' '.join(str(err).split())[:120]}") from None
 
 

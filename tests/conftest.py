@@ -22,3 +22,32 @@ def run_cli(*args: str, env: dict | None = None, cwd: str | None = None) -> subp
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", "from llmsim.cli import main; main()", *args],
                           capture_output=True, text=True, env=full_env, cwd=cwd, check=False)
+
+
+def run_main(*args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
+    """Run the entry point (``main``) in this process, as ``llmsim ARGS`` would: (exit status, stdout,
+    stderr). Anything but a clean exit (an exception escaping ``main``: a traceback) fails the test."""
+    import contextlib
+    import io
+    import signal
+
+    from llmsim.cli import main
+    from llmsim.spec import yamlio
+
+    yamlio._STDIN.clear()  # standard input is read once per process; each run here has its own
+    out, err = io.StringIO(), io.StringIO()
+    old_argv, old_stdin, old_term = sys.argv, sys.stdin, signal.getsignal(signal.SIGTERM)
+    sys.argv = ["llmsim", *args]
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin or b""))
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main()
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    finally:
+        sys.argv, sys.stdin = old_argv, old_stdin
+        signal.signal(signal.SIGTERM, old_term)
+        yamlio._STDIN.clear()
+    return code, out.getvalue(), err.getvalue()

@@ -2,13 +2,13 @@
 
 import numpy as np
 import pytest
+from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llmsim.engine.serving import serving_columns
 from llmsim.engine.split import resolve_split
 from llmsim.study import records as est
-from tests.conftest import run_cli
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -84,3 +84,52 @@ def test_serving_without_concurrency_is_a_one_line_error():
     r = run_cli("estimate", "--mode", "serving", "--input-len", "128", "--output-len", "16")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "concurrency" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_serving_plot_draws_one_line_per_system_with_concurrency_labels(tmp_path):
+    pytest.importorskip("matplotlib")
+    from pathlib import Path
+
+    import pandas as pd
+
+    from llmsim.output.plot_serving import serving_figure
+
+    spec = Path(__file__).resolve().parents[1] / "sweeps" / "serving-interactivity.yaml"
+    csv = tmp_path / "s.csv"
+    assert run_cli("sweep", str(spec), "--quiet", "--jobs", "1", "-o", str(csv)).returncode == 0
+    df = pd.read_csv(csv)
+    fig = serving_figure(df, ["accelerator"], slo_tpot_s=0.03)
+    ax = fig.axes[0]
+    assert len(ax.lines) == 2  # h100-sxm, h200-sxm
+    labels = {t.get_text() for t in ax.texts}
+    assert {"1", "64", "256, 512"} <= labels  # past the running limit two concurrencies share a point
+    r = run_cli("plot", "serving", str(csv), "--slo-tpot-s", "0.03", "-o", str(tmp_path / "s.png"))
+    assert r.returncode == 0 and (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_poisson_arrivals_map_to_the_concurrency_that_carries_them(registry):
+    # 5 requests/s of 256 output tokens is 1,280 tokens/s whatever the model; Little: concurrency =
+    # rate x e2e; TTFT quantiles grow with q; past capacity there is no steady state
+    from llmsim.engine.serving import open_loop
+
+    sc = _scenario(registry, model="llama3-70b", devices=8, tp=8, extra=["workload.precision=fp8"])
+    sp = resolve_split(sc).as_column()
+    out = open_loop(sc, sp, 5.0, 1024, 256, 8)
+    assert out["throughput_tokens_per_s"] == pytest.approx(5.0 * 256, rel=1e-3)
+    assert out["concurrency"] == pytest.approx(5.0 * out["e2e_latency_s"], rel=1e-3)
+    assert out["ttft_p50_s"] <= out["ttft_p90_s"] <= out["ttft_p99_s"] and 0 < out["utilization"] < 1
+    full = open_loop(sc, sp, 1e4, 1024, 256, 8)
+    assert full["utilization"] > 1 and np.isinf(full["ttft_s"]) and np.isinf(full["ttft_p90_s"])
+
+
+def test_slo_request_rate_meets_the_p90_bounds(registry):
+    from llmsim.engine.serving import open_loop
+
+    sc = _scenario(registry, model="llama3-70b", devices=8, tp=8,
+                   extra=["workload.precision=fp8", "serving.slo_ttft_s=0.5", "serving.slo_tpot_s=0.04"])
+    sp = resolve_split(sc).as_column()
+    best = open_loop(sc, sp, 1.0, 1024, 256, 8)["slo_request_rate_per_s"]
+    at = open_loop(sc, sp, best * 0.999, 1024, 256, 8)
+    assert at["ttft_p90_s"] <= 0.5 * 1.01 and at["tpot_s"] <= 0.04 * 1.01
+    over = open_loop(sc, sp, best * 1.2, 1024, 256, 8)
+    assert over["ttft_p90_s"] > 0.5 or over["tpot_s"] > 0.04

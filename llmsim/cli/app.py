@@ -6,12 +6,16 @@ Heavy modules (pandas, joblib, the engine) are imported inside the commands that
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
 import sys
 from pathlib import Path
 
 import typer
 
 from llmsim import __version__
+from llmsim.atomic import WriteError
 from llmsim.cli.collective import collective_cmd
 from llmsim.cli.design import cost_cmd, search_cmd, sweep_cmd
 from llmsim.cli.estimate import check, estimate
@@ -61,18 +65,68 @@ app.command("cost")(cost_cmd)
 app.add_typer(make_plot_app(estimate), name="plot")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, batch schedulers): unwinds like Ctrl-C, so temporary files are removed."""
+
+
+_SIGNALLED: list[int] = []  # SIGTERM seen: joblib re-raises a plain KeyboardInterrupt from its workers
+
+
+def _terminate(signum, frame) -> None:
+    _SIGNALLED.append(signum)
+    raise Terminated
+
+
 def main() -> None:
     """Entry point: bad input is one line on stderr and exit status 2, never a traceback."""
     try:
+        signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread (an embedding program): leave its handler alone
+        pass
+    try:
         app()
-    except DesignError as err:  # SpecError (bad input) is one
+    except (DesignError, WriteError) as err:  # SpecError (bad input) is one; WriteError: -o on a full disk
         sys.stderr.write(f"llmsim: error: {err}\n")
         sys.exit(2)
     except KeyboardInterrupt:
-        sys.stderr.write("llmsim: interrupted\n")
-        sys.exit(130)
-    except BrokenPipeError:  # e.g. `llmsim ... | head`
+        _stopped()
+    except BrokenPipeError:  # e.g. `llmsim ... | head`: stop quietly
+        _quiet_stdout()
         sys.exit(0)
+    except SystemExit as done:  # click turns Ctrl-C into exit 130 and a closed stdout into exit 1
+        causes = _causes(done)
+        if any(isinstance(c, OSError) and c.errno == errno.EPIPE for c in causes):
+            _quiet_stdout()
+            sys.exit(0)
+        if any(isinstance(c, KeyboardInterrupt) for c in causes):
+            _stopped()
+        raise
+
+
+def _causes(err: BaseException) -> list[BaseException]:
+    out, seen = [], set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        out.append(err)
+        err = err.__cause__ or err.__context__
+    return out
+
+
+def _stopped() -> None:
+    if _SIGNALLED:
+        sys.stderr.write("llmsim: terminated\n")
+        sys.exit(143)
+    sys.stderr.write("llmsim: interrupted\n")
+    sys.exit(130)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that flushing it at exit does not fail again on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -30,11 +30,12 @@ def preset_dirs(ctx: typer.Context) -> tuple[str, ...]:
     return tuple(obj.get("preset_dirs", []) if isinstance(obj, dict) else ())
 
 
-def evaluate_point(fn, sc, scenario_file):
-    """``fn(sc)``; a point the engine cannot evaluate (an impossible split) names the scenario file it came
-    from (the bundled default when none was given)."""
+def evaluate_point(fn, sc, scenario_file, overrides=()):
+    """``fn(sc)``; a point the engine cannot evaluate (an impossible split) names the flag or override that
+    set the key at fault, or else the scenario file it came from (the bundled default when none was given)."""
     from llmsim.engine.errors import DesignError
     from llmsim.spec.errors import SpecError
+    from llmsim.spec.load import blame_override
     from llmsim.study.records import DEFAULT_SCENARIO
 
     try:
@@ -42,7 +43,28 @@ def evaluate_point(fn, sc, scenario_file):
     except DesignError as err:
         if err.file is not None:
             raise
-        raise SpecError(err.message, file=str(scenario_file or DEFAULT_SCENARIO), path=err.path) from None
+        raise blame_override(SpecError(err.message, file=str(scenario_file or DEFAULT_SCENARIO), path=err.path),
+                             list(overrides), str(scenario_file or DEFAULT_SCENARIO)) from None
+
+
+def workers(jobs: int, command: str, remote: bool = False) -> int:
+    """The worker processes of ``--jobs``: N >= 1 or -1 (all cores); local workers at most this machine's
+    cores (said once on stderr), a Dask cluster's as asked (it runs as many as it has)."""
+    import sys
+
+    from llmsim.spec.errors import SpecError
+
+    if jobs == 0 or jobs < -1:
+        raise SpecError(f"--jobs {jobs}: allowed: a number of worker processes, 1 or more, or -1 for all cores")
+    if remote or jobs == -1:
+        return jobs
+    from joblib import cpu_count
+
+    cores = cpu_count()
+    if jobs > cores:
+        sys.stderr.write(f"llmsim {command}: --jobs {jobs} capped at {cores}, the cores of this machine\n")
+        return cores
+    return jobs
 
 
 # options shared by estimate and search

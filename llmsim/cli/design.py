@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from llmsim.atomic import WriteError
 from llmsim.cli.common import (
     ACCELERATOR,
     DEVICES,
@@ -21,6 +22,7 @@ from llmsim.cli.common import (
     Format,
     preset_dirs,
     registry,
+    workers,
 )
 from llmsim.spec.errors import SpecError
 
@@ -40,15 +42,15 @@ def sweep_cmd(
 ) -> None:
     """Evaluate a grid of design points and rank them by Pareto front; CSV on stdout or -o FILE."""
     import tempfile
-    from contextlib import nullcontext
 
-    from llmsim.output import sweep_writer as out
-    from llmsim.output.writers import write_atomic_parts, write_parquet
     from llmsim.spec.sweep import load_sweep
-    from llmsim.study import stream as ss
     from llmsim.study import sweep as sw
 
+    if backend not in ("local", "dask"):
+        raise SpecError(f"--backend: unknown {backend!r}; allowed: local, dask")
+    jobs = workers(jobs, "sweep", backend == "dask")
     sp = load_sweep(spec)
+    sw.check_columns(sp)
     n = sp.size
     sys.stderr.write(f"llmsim sweep: {n:,} design points\n")
     if n >= 10_000_000 and not yes:
@@ -61,40 +63,58 @@ def sweep_cmd(
             import pyarrow  # noqa: F401
         except ImportError:
             raise SpecError(f"-o {output}: .parquet needs pyarrow: pip install pyarrow") from None
-    if backend not in ("local", "dask"):
-        raise SpecError(f"--backend: unknown {backend!r}; allowed: local, dask")
     if output is not None and not output.resolve().parent.is_dir():
         raise SpecError(f"-o {output}: directory {output.resolve().parent} does not exist")
     dirs = preset_dirs(ctx)
     fmt = output.suffix[1:] if output is not None else "csv"
     remote = backend == "dask"
-    jobs = jobs if remote else sw.workers(n, jobs)  # a small sweep: no worker start-up
-    if remote:
-        from llmsim.study.dask_backend import on_dask
+    jobs = jobs if remote else sw.jobs_for(n, jobs)  # a small sweep: no worker start-up
     # rows wait in part files beside the output (or in TMPDIR for stdout) until they are ranked and merged
     try:
         parts_dir = tempfile.TemporaryDirectory(prefix=".llmsim-sweep-", dir=output.parent if output else None)
     except OSError as err:
         raise SpecError(f"-o {output or '-'}: cannot create a working directory for the sweep ({err.strerror})") from None
-    with parts_dir as tmp, _progress(not quiet and sys.stderr.isatty()) as bar:
-        with on_dask(scheduler) if remote else nullcontext():
-            parts = ss.evaluate(sp, dirs, tmp, jobs, pareto_only, bar("evaluating", len(sw.tasks(sp))),
-                                remote)
-        plan = ss.plan(sp, parts, pareto_only, top)
-        if fmt == "parquet":
-            write_parquet(output, out.collect(plan), plan.columns)
-        else:
-            pieces = out.text(plan, fmt, tmp, jobs, bar("writing", len(plan.groups)))
-            if output is None:
-                for piece in pieces:
-                    sys.stdout.write(piece)
-            else:
-                write_atomic_parts(output, pieces)
+    try:
+        with parts_dir as tmp, _progress(not quiet and sys.stderr.isatty()) as bar:
+            plan = _run(sp, dirs, tmp, jobs, pareto_only, top, remote, scheduler, fmt, output, bar)
+    except (BrokenPipeError, WriteError):
+        raise
+    except OSError as err:  # a part file on a full disk (in a worker or here)
+        raise SpecError(f"-o {output or '-'}: cannot write the sweep's working files in "
+                        f"{output.resolve().parent if output else tempfile.gettempdir()}: "
+                        f"{err.strerror or err}") from None
     if output is not None:
         sys.stderr.write(f"llmsim sweep: {plan.rows:,} rows written to {output}\n")
     if not plan.rows:
         sys.stderr.write(f"llmsim sweep: no design point of {spec} is feasible; add 'keep: all' to the spec to see "
                          "each point's infeasible_reason\n")
+
+
+def _run(sp, dirs, tmp, jobs, pareto_only, top, remote, scheduler, fmt, output, bar):
+    """Evaluate, rank and write a sweep (its part files in ``tmp``); the plan of what was written."""
+    from contextlib import nullcontext
+
+    from llmsim.output import sweep_writer as out
+    from llmsim.output.writers import write_atomic_parts, write_parquet
+    from llmsim.study import stream as ss
+    from llmsim.study import sweep as sw
+
+    if remote:
+        from llmsim.study.dask_backend import on_dask
+    with on_dask(scheduler) if remote else nullcontext():
+        parts = ss.evaluate(sp, dirs, tmp, jobs, pareto_only, bar("evaluating", len(sw.tasks(sp))),
+                            remote)
+    plan = ss.plan(sp, parts, pareto_only, top)
+    if fmt == "parquet":
+        write_parquet(output, out.collect(plan), plan.columns)
+    else:
+        pieces = out.text(plan, fmt, tmp, jobs, bar("writing", len(plan.groups)))
+        if output is None:
+            for piece in pieces:
+                sys.stdout.write(piece)
+        else:
+            write_atomic_parts(output, pieces)
+    return plan
 
 
 @contextmanager
@@ -139,11 +159,13 @@ def search_cmd(
 
     flags = dict(model=model, accelerator=accelerator, devices=devices, network=network,
                  global_batch_size=global_batch_size, seq_len=seq_len, precision=precision)
+    jobs = workers(jobs, "search")
     overrides = est.overrides_from_flags(flags, set_)
     reg = registry(ctx)
     sc = est.load(scenario, reg, overrides)
     base = se.base_of(scenario, est.DEFAULT_SCENARIO, overrides, reg)
     spec = se.search_spec(base, str(scenario or est.DEFAULT_SCENARIO), sc, objective, not minimize)
+    sw.check_columns(spec)
     sys.stderr.write(f"llmsim search: {spec.size:,} splits\n")
     dirs = preset_dirs(ctx)
     frame = sw.rank(sw.run(spec, dirs, jobs), spec.objectives).iloc[:top]

@@ -68,6 +68,8 @@ def estimate(
                                     "(continuous batching at --concurrency)."),
     concurrency: int | None = typer.Option(None, "--concurrency",
                                            help="Serving: requests in flight over the deployment."),
+    request_rate: float | None = typer.Option(None, "--request-rate",
+                                              help="Serving: Poisson arrivals per second over the deployment."),
     batch_size: str | None = typer.Option(None, "--batch-size",
                                           help="Inference: concurrent sequences, or 'max' (largest that fits)."),
     input_len: int | None = typer.Option(None, "--input-len", help="Inference: prompt tokens per sequence."),
@@ -85,9 +87,11 @@ def estimate(
                  cp=cp, ep=ep, microbatch_size=microbatch_size, global_batch_size=global_batch_size,
                  seq_len=seq_len, recompute=recompute.value if recompute else None, zero_stage=zero_stage,
                  precision=precision, mode=mode, batch_size=batch_size, input_len=input_len,
-                 output_len=output_len, kv_precision=kv_precision, concurrency=concurrency)
-    sc = est.load(scenario, registry(ctx), est.overrides_from_flags(flags, set_))
-    rec = evaluate_point(est.operator_rows if ops else est.record, sc, scenario)
+                 output_len=output_len, kv_precision=kv_precision, concurrency=concurrency,
+                 request_rate=request_rate)
+    overrides = est.overrides_from_flags(flags, set_)
+    sc = est.load(scenario, registry(ctx), overrides)
+    rec = evaluate_point(est.operator_rows if ops else est.record, sc, scenario, overrides)
     if sc.parallel.virtual_stages == "auto" and not ops:
         choices = ", ".join(map(str, est.interleavings(sc)))
         which = "the fastest that fits" if rec["fits_in_memory"] else "none fits: the fastest"

@@ -145,6 +145,27 @@ def scaling_cmd(
     _write(plot, plot.scaling_figure(df, x, y, group, y_max=ym, logx=logx, logy=logy, title=title), output)
 
 
+def serving_cmd(
+    results: Path = RESULTS,
+    group: list[str] | None = typer.Option(None, "--group", help="One line per value of these columns "
+                                            "(default: those of accelerator, model, tp, pp, dp that vary)."),
+    slo_tpot_s: float | None = typer.Option(None, "--slo-tpot-s", min=0.0, help="Shade what meets this TPOT."),
+    output: Path = OUTPUT,
+) -> None:
+    """Serving sweep (workload.mode: serving): output tokens/s per device against tokens/s per user, one
+    line per system or split, points labelled with the concurrency."""
+    _check_output(output)
+    _plot_module()
+    from llmsim.output.plot_serving import X, Y, serving_figure
+
+    df = load_results(results, {"concurrency": "concurrency", X: X, Y: Y})
+    cols = group or [c for c in ("accelerator", "model", "tp", "pp", "dp") if c in df and df[c].nunique() > 1]
+    for c in cols:
+        _check_column(df, results, "--group", c, numeric=False)
+    fig = serving_figure(df, cols, slo_tpot_s=slo_tpot_s, title=f"{results.stem}: throughput vs interactivity")
+    _write(_plot_module(), fig, output)
+
+
 # --- scenario commands ----------------------------------------------------------------------------------
 def _scenario(ctx: typer.Context, args: dict):
     """(path, scenario values) from estimate's flags, as ``llmsim estimate`` resolves them."""
@@ -351,4 +372,5 @@ def make_plot_app(estimate_cmd) -> typer.Typer:
     plot_app.command("roofline")(with_scenario_flags(roofline_cmd, estimate_cmd))
     plot_app.command("breakdown")(with_scenario_flags(breakdown_cmd, estimate_cmd, SOURCE))
     plot_app.command("scaling")(scaling_cmd)
+    plot_app.command("serving")(serving_cmd)
     return plot_app

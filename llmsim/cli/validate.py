@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from llmsim.cli.common import Format, registry
+from llmsim.cli.common import Format, registry, workers
 
 
 def validate_cmd(
@@ -25,7 +25,7 @@ def validate_cmd(
     from llmsim.validation import runs as val
     from llmsim.validation.accuracy import accuracy_table, assess
 
-    a = assess(registry(ctx), cross_validate, jobs)
+    a = assess(registry(ctx), cross_validate, workers(jobs, "validate"))
     rows, inf_rows, skipped = a.training, a.inference, a.skipped
     if report is not None:
         from llmsim.validation.report import write_report
@@ -101,7 +101,7 @@ def calibrate_cmd(
         for name, v in values.items():
             typer.echo(f"{name}: fitted {v:g}, shipped {cal.fitted_values()[name]:g}")
         raise typer.Exit(0 if same else 1)
-    content = fitting.calibrate(items, jobs)
+    content = fitting.calibrate(items, workers(jobs, "calibrate"))
     fitting.write(target, content)
     err = content["error"]
     for name, v in content["constants"].items():

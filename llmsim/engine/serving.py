@@ -31,7 +31,9 @@ from llmsim.engine.columns import on_flag
 from llmsim.engine.compute import ACT_BYTES, Op, head_ops, kernel_time, layer_ops
 from llmsim.engine.inference import (
     _decode_attention,
+    _logits_bytes_per_seq,
     _moe_fraction,
+    _workspace_per_token,
     forward_comm,
     kv_bytes_per_token_layer,
     memory_bytes,
@@ -100,7 +102,9 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
     per_seq = np.ceil((input_len + output_len / 2) / blk) * blk * sp.layers_per_stage * kv_bytes_per_token_layer(
         sc.model, sp.tp, sc.workload.kv_precision or sc.workload.precision)
     fixed = memory_bytes(sc, sp, 0, input_len, output_len)
-    free = sc.accelerator.hbm_bytes - fixed["weights"] - fixed["reserved"] - fixed["activations"]
+    # the step's workspace: the live tensors of max_batch_tokens tokens and the fp32 logits of max_seqs
+    workspace = s.max_batch_tokens * _workspace_per_token(sc, sp.tp) + s.max_seqs * _logits_bytes_per_seq(sc, sp.tp)
+    free = sc.accelerator.hbm_bytes - fixed["weights"] - fixed["reserved"] - workspace
     kv_fit = np.maximum(np.floor(free / per_seq), 0)
     return {"kv_per_seq_bytes": per_seq, "kv_free_bytes": free,
             "max_running": np.minimum(kv_fit, s.max_seqs).astype(np.int64)}
@@ -190,3 +194,46 @@ def slo_capacity(sc: Scenario, sp: Split, input_len: int, output_len: int, num_d
     ok, thr = meeting(fine)
     best = int(np.flatnonzero(ok)[-1])
     return {"slo_concurrency": int(fine[best]), "slo_throughput_tokens_per_s_per_device": float(thr[best])}
+
+
+def _wait_quantile(rate, capacity, q: float):
+    """q-quantile of an M/M/1 queue's waiting time at arrival ``rate`` and service ``capacity``
+    (requests/s): P(W > t) = rho exp(-(mu - lambda) t) (Kleinrock 1975, Queueing Systems I, sec. 3.2)."""
+    rho = rate / capacity
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.log(rho / (1 - q)) / (capacity - rate)
+    return np.where(rho < 1, np.maximum(t, 0.0), np.inf)
+
+
+def open_loop(sc: Scenario, sp: Split, rate: float, input_len: int, output_len: int, num_devices: int) -> dict:
+    """Columns at ``rate`` requests/s arriving at random (Poisson) over the deployment: the closed loop at
+    the concurrency whose throughput is that rate (Little's law), every concurrency up to the running
+    limit evaluated as one column and interpolated; TTFT percentiles add an M/M/1 queue's waiting-time
+    quantile at utilisation rate / capacity (the capacity: the throughput at the running limit) to the
+    mean. A rate at or above capacity has no steady state: TTFT is infinite."""
+    dp = int(np.asarray(sp.dp).ravel()[0])
+    isl, osl = np.array([input_len]), np.array([output_len])
+    top = max(int(running_limit(sc, sp, isl, osl)["max_running"][0]), 1) * dp
+    conc = np.unique(np.geomspace(1, top, 96))
+    cols = serving_columns(sc, sp, conc, np.full(conc.shape, input_len), np.full(conc.shape, output_len),
+                           np.full(conc.shape, num_devices))
+    capacity = float(cols["requests_per_s"][-1])
+    n = float(np.interp(rate, cols["requests_per_s"], conc)) if rate < capacity else float(top)
+    at = {k: np.asarray(v)[0] for k, v in serving_columns(
+        sc, sp, np.array([n]), isl, osl, np.array([num_devices])).items()}
+    out = {**at, "request_rate_per_s": rate, "concurrency": n, "utilization": rate / capacity}
+    for q in (0.5, 0.9, 0.99):
+        out[f"ttft_p{int(q * 100)}_s"] = float(at["ttft_s"] + _wait_quantile(rate, capacity, q))
+    if rate >= capacity:
+        out.update(ttft_s=np.inf, e2e_latency_s=np.inf)
+    # the highest rate whose p90 TTFT and TPOT meet the SLO, from the same column of concurrencies
+    slo_t, slo_p = sc.serving.slo_ttft_s, sc.serving.slo_tpot_s
+    if slo_t is not None or slo_p is not None:
+        rates = cols["requests_per_s"]
+        p90 = cols["ttft_s"] + _wait_quantile(rates, capacity, 0.9)
+        ok = (p90 <= (slo_t if slo_t is not None else np.inf)) & (cols["tpot_s"] <= (slo_p if slo_p else np.inf))
+        best = int(np.flatnonzero(ok)[-1]) if ok.any() else None
+        out["slo_request_rate_per_s"] = float(rates[best]) if best is not None else 0.0
+        out["slo_throughput_tokens_per_s_per_device"] = (
+            float(cols["throughput_tokens_per_s_per_device"][best]) if best is not None else 0.0)
+    return out

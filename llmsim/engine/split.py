@@ -6,6 +6,7 @@ design points (``split_arrays``: numpy arrays, the first failing check's message
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -118,6 +119,18 @@ def extra_stages(sc: Scenario) -> int:
     return int(p.pipeline_embedding_stage) + int(p.pipeline_loss_stage)
 
 
+def _divisors_descending(values: np.ndarray) -> list[int]:
+    """Every integer that divides at least one of ``values`` (positive), largest first."""
+    out: set[int] = {1}
+    for v in np.unique(values).tolist():
+        if v >= 1:
+            r = np.arange(1, math.isqrt(v) + 1, dtype=np.int64)
+            small = r[v % r == 0]
+            out.update(small.tolist())
+            out.update((v // small).tolist())
+    return sorted(out, reverse=True)
+
+
 def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
     """The split of every row of ``a`` (SPLIT_INPUTS -> int arrays; dp may be absent or None: derived),
     a mask of the feasible rows, and per row the first failing check's (message, path) or None."""
@@ -136,7 +149,7 @@ def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
     world = tp * a["cp"] * dp
     etp = np.where(ep_in_tp, tp // np.maximum(ep, 1), tp)
     folded_etp = np.zeros_like(tp)
-    for d in range(int(tp.max(initial=1)), 0, -1):
+    for d in _divisors_descending(tp):  # a d dividing no tp changes nothing: only divisors are tried
         fits = (folded_etp == 0) & (tp % d == 0) & (world % (d * np.maximum(ep, 1)) == 0)
         folded_etp = np.where(fits, d, folded_etp)
     folds = (ep > 1) & (sc.workload.mode == "training") & (dp % np.maximum(ep, 1) != 0) & (folded_etp >= 1)

@@ -245,8 +245,9 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
 
     opt_params = local_total / (dp if z >= 1 else 1)
     optimizer = opt_params * adam_step_bytes(grad_bytes(prec, gdt), ost) / (acc.hbm_bw_bytes_per_s * cal.HBM_EFFICIENCY)
+    compute_time = mbs * per_mb_compute + optimizer
     # a synchronous step waits for the slowest device (engine/reliability.py)
-    stragglers = straggler_time(mbs * per_mb_compute + optimizer, num_devices, sc.reliability)
+    stragglers = straggler_time(compute_time, num_devices, sc.reliability)
     step = pipeline_time + bubble + exposed_dp + optimizer + stragglers + cal.STEP_OVERHEAD_S
 
     # --- memory of the busiest device: the first stage (input embedding, most microbatches in flight)
@@ -273,7 +274,6 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     tokens = global_batch_size * s
     flops = model_flops_per_token(sc) * tokens
     peak = acc.peak(w.precision)
-    compute_time = mbs * per_mb_compute + optimizer
     # a checkpoint holds the 16-bit weights and the optimizer states, spread over every device
     state = param_counts(m).total * (WEIGHT_BYTES + OPTIMIZER_STATE_BYTES[ost])
     good = goodput(num_devices, state / num_devices, sc.reliability)

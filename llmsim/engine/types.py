@@ -158,6 +158,7 @@ class Workload:
     output_len: int | None = None
     kv_precision: str | None = None
     concurrency: int | None = None  # serving: requests in flight over the deployment
+    request_rate_per_s: float | None = None  # serving: Poisson arrivals over the deployment
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ def print_serving(rec: dict) -> None:
     """Continuous-batching serving in steady state (engine/serving.py)."""
     console = Console()
     title = (f"{rec['model']} serving on {rec['num_devices']} x {rec['accelerator']} ({rec['network']}), "
-             f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} ep={rec['ep']}, {rec['concurrency']} requests in "
+             f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} ep={rec['ep']}, {fmt_number(rec['concurrency'])} requests in "
              f"flight of ({rec['input_len']} in + {rec['output_len']} out) tokens, {rec['precision']}")
     rows = [
         ("time to first token (TTFT)", (f"{fmt_number(rec['ttft_s'] * 1e3)} ms"
@@ -87,6 +87,15 @@ def print_serving(rec: dict) -> None:
         ("running per replica", (f"{fmt_number(rec['running_requests_per_replica'])} of at most "
                                 f"{rec['max_running_requests_per_replica']} (KV cache "
                                 f"{100 * rec['kv_cache_occupancy']:.0f}% full)"))]
+    if "ttft_p90_s" in rec:
+        rows.append(("at a Poisson rate", (f"{fmt_number(rec['request_rate_per_s'])} requests/s, "
+                                          f"{100 * rec['utilization']:.0f}% of capacity; TTFT p50/p90/p99 "
+                                          f"{fmt_number(rec['ttft_p50_s'] * 1e3)} / {fmt_number(rec['ttft_p90_s'] * 1e3)}"
+                                          f" / {fmt_number(rec['ttft_p99_s'] * 1e3)} ms")))
+    if "slo_request_rate_per_s" in rec:
+        rows.append(("within the SLO (p90)", (f"up to {fmt_number(rec['slo_request_rate_per_s'])} requests/s, "
+                                             f"{fmt_number(rec['slo_throughput_tokens_per_s_per_device'])} "
+                                             "tokens/s per device")))
     if "slo_concurrency" in rec:
         rows.append(("within the SLO", (f"up to {rec['slo_concurrency']} requests in flight, "
                                        f"{fmt_number(rec['slo_throughput_tokens_per_s_per_device'])} tokens/s "

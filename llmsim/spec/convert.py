@@ -98,7 +98,7 @@ def scenario_values(s: ScenarioSpec) -> Scenario:
         workload=Workload(mode=w.mode, precision=w.precision, seq_len=w.seq_len,
                           global_batch_size=w.global_batch_size, batch_size=w.batch_size,
                           input_len=w.input_len, output_len=w.output_len, kv_precision=w.kv_precision,
-                          concurrency=w.concurrency),
+                          concurrency=w.concurrency, request_rate_per_s=w.request_rate_per_s),
         cost=CostRates(**s.cost.model_dump()), reliability=Reliability(**s.reliability.model_dump()),
         serving=Serving(**s.serving.model_dump()),
         names={"model": s.model.name, "accelerator": s.system.accelerator.name,

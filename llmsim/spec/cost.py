@@ -66,6 +66,9 @@ def accelerator_cost(a: AcceleratorSpec, model: str = "negative-binomial", volum
     hbm = mem[gen] if stacks else {"usd_per_gb": 0.0, "footprint_mm2": 0.0}
     kind = a.package or ("cowos-s" if stacks else "organic")
     pkg = Package(**technology("packaging")[kind])
-    out = device_cost(dies, stacks, hbm["footprint_mm2"], a.hbm_capacity_gb if stacks else 0.0,
-                      hbm["usd_per_gb"], pkg, model, a.hbm_sites, volume)
+    try:
+        out = device_cost(dies, stacks, hbm["footprint_mm2"], a.hbm_capacity_gb if stacks else 0.0,
+                          hbm["usd_per_gb"], pkg, model, a.hbm_sites, volume)
+    except (ZeroDivisionError, OverflowError):  # a package so large that not one in 1e308 is good
+        raise SpecError(f"accelerator '{a.name}': its dies and package are too large to make (yield 0)") from None
     return {"accelerator": a.name, "package": kind, "yield_model": model, "volume": volume, **out}

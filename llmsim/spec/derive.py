@@ -18,10 +18,25 @@ from __future__ import annotations
 
 import math
 
+from llmsim.spec.base import PosFloat, PosInt
 from llmsim.spec.errors import SpecError
 
 KEYS = {"base", "name", "node", "memory", "stacks", "gb_per_stack", "scaleup", "scaleout", "tdp_w",
         "die_area_mm2", "num_dies"}
+NUMBERS = {"stacks": PosInt, "gb_per_stack": PosFloat, "tdp_w": PosFloat, "die_area_mm2": PosFloat,
+           "num_dies": PosInt}  # the numeric keys and what each allows
+
+
+def _check_numbers(spec: dict, where: str) -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    for key, kind in NUMBERS.items():
+        if key in spec:
+            try:
+                TypeAdapter(kind).validate_python(spec[key])
+            except ValidationError as err:
+                first = err.errors(include_url=False)[0]
+                raise SpecError(f"{where}.{key}: {first['msg'].removeprefix('Input ')} (got {spec[key]!r:.40})") from None
 
 
 def _node_chain(logic: dict, node: str) -> list[str]:
@@ -60,7 +75,8 @@ def derive_accelerator(spec: dict, registry, where: str) -> dict:
 
     unknown = set(spec) - KEYS
     if unknown:
-        raise SpecError(f"{where}: unknown key {min(unknown)!r}; allowed: {', '.join(sorted(KEYS))}")
+        raise SpecError(f"{where}: unknown key {min(map(str, unknown))!r}; allowed: {', '.join(sorted(KEYS))}")
+    _check_numbers(spec, where)
     base = registry.get("accelerators", str(spec["base"]))
     if base.chiplets:
         raise SpecError(f"{where}: deriving from a chiplet preset ({base.name}) is not supported yet")
@@ -104,9 +120,16 @@ def derive_accelerator(spec: dict, registry, where: str) -> dict:
     out["name"] = str(spec.get("name") or f"{base.name}[{','.join(parts)}]")
     out["description"] = f"derived from {base.name}: {', '.join(f'{x}={spec[x]}' for x in sorted(spec))}"
     out.pop("list_price_usd", None)
+    from pydantic import ValidationError
+
     from llmsim.spec.hardware import AcceleratorSpec
 
-    derived = AcceleratorSpec.model_validate(out)
+    try:
+        derived = AcceleratorSpec.model_validate(out)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        raise SpecError(f"{where}: the derived accelerator is invalid: {'.'.join(map(str, first['loc']))}: "
+                        f"{first['msg']}") from None
     if base.list_price_usd:
         ratio = accelerator_cost(derived)["device_cost_usd"] / accelerator_cost(base)["device_cost_usd"]
         derived = derived.model_copy(update={"list_price_usd": base.list_price_usd * ratio})

@@ -6,13 +6,14 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from llmsim.spec.errors import SpecError
 from llmsim.spec.presets import PresetRegistry
 from llmsim.spec.scenario import ScenarioSpec
 from llmsim.spec.validation import validate
-from llmsim.spec.yamlio import Document, load_yaml
+from llmsim.spec.yamlio import Document, load_yaml, parse_yaml
+
+# an override: ``"parallel.tp=4"`` (from --set), or (what the user wrote, "path=value"): ("--tp 4", "parallel.tp=4")
+Override = str | tuple[str, str]
 
 # Where a scenario refers to a preset by name: (dotted path, preset kind).
 PRESET_SLOTS: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -22,8 +23,14 @@ PRESET_SLOTS: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 
-def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
+def override_label(override: Override) -> tuple[str, str]:
+    """(what the user wrote, ``path=value``) of an override."""
+    return override if isinstance(override, tuple) else (f"--set {override}", override)
+
+
+def parse_override(override: Override) -> tuple[tuple[str, ...], Any]:
     """``'parallel.tp=4'`` -> (("parallel", "tp"), 4); the value is read as YAML."""
+    label, text = override_label(override)
     if "=" not in text:
         raise SpecError(f"--set {text!r}: expected dotted.path=value, e.g. parallel.tp=4")
     key, _, raw = text.partition("=")
@@ -31,10 +38,23 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     if not all(parts):
         raise SpecError(f"--set {text!r}: empty key in dotted path")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        raise SpecError(f"--set {text!r}: value is not valid YAML") from None
+        value = parse_yaml(raw, label).data if raw.strip() else None
+    except SpecError as err:
+        raise SpecError(f"{label}: value is not valid YAML ({err.message})") from None
     return parts, value
+
+
+def blame_override(err: SpecError, overrides: list[Override], source: str | None) -> SpecError:
+    """``err`` naming the override that set the key at fault (``--set parallel.tp=nan: ...``) instead of
+    the scenario file ``source``, which did not hold the value; ``err`` itself otherwise."""
+    if err.file not in (None, source) or not err.path:
+        return err
+    for override in reversed(overrides):  # the last override of a key wins
+        label, text = override_label(override)
+        key = text.partition("=")[0].strip()
+        if err.path == key or err.path.startswith(key + ".") or key.startswith(err.path + "."):
+            return SpecError(err.message, file=label, path=err.path)
+    return err
 
 
 def apply_overrides(data: dict, overrides: list[tuple[tuple[str, ...], Any]], registry: PresetRegistry) -> None:
@@ -112,7 +132,7 @@ def _hf_model(value, doc: Document):
     return validate(ModelSpec, merged, doc, ("model",))
 
 
-def load_scenario(path: str | Path | None, registry: PresetRegistry, overrides: list[str] = (),
+def load_scenario(path: str | Path | None, registry: PresetRegistry, overrides: list[Override] = (),
                   default: Path | None = None) -> ScenarioSpec:
     """Load, override and validate a scenario; ``path=None`` loads ``default``."""
     source = Path(path) if path is not None else default
@@ -123,6 +143,9 @@ def load_scenario(path: str | Path | None, registry: PresetRegistry, overrides: 
         raise SpecError("a scenario must be a mapping with keys model, system, parallel, workload",
                         file=doc.source, line=1)
     data = copy.deepcopy(doc.data)
-    apply_overrides(data, [parse_override(o) for o in overrides], registry)
-    resolve_presets(data, doc, registry)
-    return validate(ScenarioSpec, data, doc)
+    try:
+        apply_overrides(data, [parse_override(o) for o in overrides], registry)
+        resolve_presets(data, doc, registry)
+        return validate(ScenarioSpec, data, doc)
+    except SpecError as err:
+        raise blame_override(err, list(overrides), doc.source) from None

@@ -8,6 +8,9 @@ from pydantic import Field, model_validator
 
 from llmsim.spec.base import NonNegInt, PosFloat, PosInt, Sources, Strict
 
+# layers x hidden x widest layer: far above any real model (~1e15 weights), far below 2**63
+MAX_MODEL = 2**53
+
 Activation = Literal["gelu", "relu", "squared-relu", "swiglu", "geglu"]
 
 
@@ -82,4 +85,14 @@ class ModelSpec(Strict):
         w = self.attention_window
         if w is not None and w.layers is not None and w.layers > self.layers:
             raise ValueError(f"attention_window.layers ({w.layers}) exceeds layers ({self.layers})")
+        if self.size_bound() > MAX_MODEL:
+            raise ValueError(f"layers x hidden x ffn widths exceed {MAX_MODEL:.1e}: too large to compute exactly")
         return self
+
+    def size_bound(self) -> int:
+        """An upper bound of any per-layer product the engine forms (weights, or one token's activations),
+        times the layers: refused past ``MAX_MODEL`` so the engine's integers cannot overflow."""
+        width = max(self.hidden, self.ffn_hidden, self.heads * (self.head_dim or 1), self.vocab)
+        if self.moe is not None:
+            width = max(width, self.moe.expert_ffn_hidden * (self.moe.experts + self.moe.shared_experts))
+        return self.layers * self.hidden * width

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from llmsim.spec.base import PosInt, Strict
+from llmsim.spec.base import MAX_DEVICES, PosInt, Strict
 from llmsim.spec.hardware import AcceleratorSpec, NetworkSpec
 from llmsim.spec.model import ModelSpec
 
@@ -15,12 +15,15 @@ DEFAULT_ORDER: tuple[str, ...] = ("tp", "cp", "ep", "dp", "pp")
 BF16_PARAM_PRECISIONS = ("bf16", "fp8", "fp4")  # FP8/FP4 recipes keep bf16 parameters (Transformer Engine)
 
 
+Degree = Annotated[int, Field(gt=0, le=MAX_DEVICES)]
+
+
 class ParallelSpec(Strict):
-    tp: PosInt = 1
-    pp: PosInt = 1
-    dp: PosInt | None = None  # derived as num_devices / (tp * pp * cp) when omitted
-    cp: PosInt = 1
-    ep: PosInt = 1
+    tp: Degree = 1
+    pp: Degree = 1
+    dp: Degree | None = None  # derived as num_devices / (tp * pp * cp) when omitted
+    cp: Degree = 1
+    ep: Degree = 1
     sequence_parallel: bool = True
     flash_attention: bool = True  # fused attention (Dao et al. 2022); false: s x s scores in HBM
     attention_kernel: str = "auto"  # a kernel of the accelerator's measured_attention_tflops; auto: fastest
@@ -65,6 +68,7 @@ class WorkloadSpec(Strict):
     output_len: PosInt | None = None
     kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] | None = None
     concurrency: PosInt | None = None  # serving: requests in flight over the deployment (closed loop)
+    request_rate_per_s: float | None = Field(default=None, gt=0)  # serving: Poisson arrivals (open loop)
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadSpec:
@@ -72,8 +76,9 @@ class WorkloadSpec(Strict):
             raise ValueError("training needs global_batch_size (sequences per optimizer step)")
         if self.mode in ("inference", "serving") and (self.input_len is None or self.output_len is None):
             raise ValueError(f"{self.mode} needs input_len and output_len (tokens per sequence)")
-        if self.mode == "serving" and self.concurrency is None:
-            raise ValueError("serving needs concurrency (requests in flight over the deployment)")
+        if self.mode == "serving" and (self.concurrency is None) == (self.request_rate_per_s is None):
+            raise ValueError("serving needs one of concurrency (requests in flight over the deployment) and "
+                             "request_rate_per_s (Poisson arrivals)")
         if self.mode == "serving" and self.output_len < 2:
             raise ValueError("serving needs output_len of at least 2 (a first token and a decode step)")
         return self
@@ -141,7 +146,7 @@ class ServingSpec(Strict):
 
 class SystemSpec(Strict):
     accelerator: AcceleratorSpec
-    num_devices: PosInt
+    num_devices: Degree
     network: NetworkSpec
 
     @model_validator(mode="after")
@@ -166,6 +171,15 @@ class ScenarioSpec(Strict):
     @model_validator(mode="after")
     def _check(self) -> ScenarioSpec:
         acc, prec = self.system.accelerator, self.workload.precision
+        w = self.workload
+        if w.mode == "training":
+            tokens, what = (w.global_batch_size or 1) * w.seq_len, "global_batch_size x seq_len"
+        else:
+            batch = w.batch_size if isinstance(w.batch_size, int) else 1
+            tokens, what = batch * ((w.input_len or 0) + (w.output_len or 0)), "batch_size x (input_len + output_len)"
+        if tokens * self.model.hidden * self.model.layers * 64 > 2**63:
+            raise ValueError(f"workload: {what} = {tokens:,} tokens is too many for model '{self.model.name}' "
+                             "(its bytes overflow 64-bit integers)")
         if getattr(acc.peak_tflops, prec) is None:
             have = [p for p in ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4") if getattr(acc.peak_tflops, p)]
             raise ValueError(f"workload.precision {prec} is not supported by accelerator '{acc.name}'; "

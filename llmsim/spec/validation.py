@@ -76,6 +76,23 @@ def _allowed_keys(cls: type[BaseModel], loc: tuple) -> list[str]:
     return list(model.model_fields) if model else []
 
 
+def key_error(cls: type[BaseModel], parts: tuple[str, ...]) -> str | None:
+    """Why the dotted path ``parts`` names no key of ``cls`` (None when it does; free-form mappings such
+    as ``sources`` take any key)."""
+    current: Any = cls
+    for i, part in enumerate(parts):
+        model = _model_in(current)
+        if model is None:
+            if typing.get_origin(current) is dict:
+                return None
+            return f"'{'.'.join(parts[:i])}' is a value, it has no key {part!r}"
+        if part not in model.model_fields:
+            where = f"under {'.'.join(parts[:i])}" if i else "at the top"
+            return f"unknown key {'.'.join(parts)!r}; allowed {where}: {', '.join(model.model_fields)}"
+        current = model.model_fields[part].annotation
+    return None
+
+
 def _model_in(annotation: Any) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation

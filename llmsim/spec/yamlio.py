@@ -5,6 +5,7 @@ Only ``yaml.SafeLoader`` is used: no Python object construction from user files.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,9 @@ import yaml
 
 from llmsim.spec.errors import SpecError
 
+MAX_NODES = 100_000  # values in a document with its aliases expanded: far above any scenario, sweep or preset
+MAX_DEPTH = 100  # nesting of lists and mappings
+STDIN = "-"  # the file name that means standard input
 Path_ = tuple  # a location inside a document: ("parallel", "tp") or ("tiers", 0, "size")
 
 
@@ -58,13 +62,54 @@ def _record_lines(loader: yaml.SafeLoader, node: yaml.Node, loc: tuple, out: dic
         stack.discard(id(node))
 
 
+def _check_size(root: yaml.Node, source: str) -> None:
+    """Refuse a document whose aliases expand past ``MAX_NODES`` values (an alias bomb), nest deeper than
+    ``MAX_DEPTH`` or refer to themselves, before anything walks the expanded data. Each node's expanded size
+    is computed once (iteratively: no recursion on hostile input), so this costs the document's text."""
+    size: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 0, False)]
+    active: set[int] = set()
+    while stack:
+        node, depth, done = stack.pop()
+        key = id(node)
+        if done:
+            active.discard(key)
+            kids = _children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            if size[key] > MAX_NODES:
+                raise SpecError(f"the document expands to more than {MAX_NODES:,} values (anchors and aliases "
+                                "repeating one another?)", file=source, line=node.start_mark.line + 1)
+            continue
+        if key in size:
+            continue
+        if key in active:
+            raise SpecError("an alias refers to a collection that contains it (a recursive alias)", file=source,
+                            line=node.start_mark.line + 1)
+        if depth > MAX_DEPTH:
+            raise SpecError(f"the document nests more than {MAX_DEPTH} levels deep", file=source,
+                            line=node.start_mark.line + 1)
+        active.add(key)
+        stack.append((node, depth, True))
+        stack.extend((k, depth + 1, False) for k in _children(node) if id(k) not in size)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def parse_yaml(text: str, source: str) -> Document:
     """Parse one YAML document from ``text``; ``source`` names it in errors."""
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # it already refuses control characters
         node = loader.get_single_node()
         if node is None:
             return Document(None, source, {})
+        _check_size(node, source)
         data = loader.construct_document(node)
         lines: dict[tuple, int] = {}
         _record_lines(loader, node, (), lines, set())
@@ -75,15 +120,36 @@ def parse_yaml(text: str, source: str) -> Document:
         raise SpecError(f"YAML syntax error: {problem}", file=source, line=line) from None
     except yaml.YAMLError as err:
         raise SpecError(f"YAML error: {err}", file=source) from None
+    except (ValueError, TypeError, OverflowError) as err:  # a value its tag cannot make: !!int 1e3, 5,000 digits
+        raise SpecError(f"YAML value cannot be read: {' '.join(str(err).split())[:120]}", file=source) from None
     except RecursionError:
         raise SpecError("YAML document nests too deeply", file=source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return Document(data, source, lines)
 
 
+_STDIN: list[str] = []  # standard input, read once: a command may load its scenario twice
+
+
+def _stdin_text() -> str:
+    if not _STDIN:
+        try:
+            data = sys.stdin.buffer.read()
+        except (OSError, AttributeError, ValueError) as err:
+            raise SpecError(f"cannot read standard input: {err}", file="<stdin>") from None
+        try:
+            _STDIN.append(data.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise SpecError(f"cannot read standard input: {err}", file="<stdin>") from None
+    return _STDIN[0]
+
+
 def load_yaml(path: str | Path) -> Document:
-    """Read and parse a YAML file, with a clean error if it cannot be read."""
+    """Read and parse a YAML file (``-``: standard input), with a clean error if it cannot be read."""
+    if str(path) == STDIN:
+        return parse_yaml(_stdin_text(), "<stdin>")
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")

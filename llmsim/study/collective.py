@@ -19,6 +19,8 @@ def rows(network, op: str, byte_sizes: list[int], ranks: int, stride: int = 1,
     if algorithm is not None and algorithm not in ALGORITHMS:
         raise SpecError(f"--algorithm: unknown algorithm {algorithm!r}; allowed: {', '.join(ALGORITHMS)}")
     total = network.tiers[-1].size
+    if not 1 <= stride <= total:
+        raise SpecError(f"--stride: {stride}; allowed: 1 to {total} (devices between consecutive ranks)")
     if ranks < 2 or ranks * stride > total:
         raise SpecError(f"--ranks: {ranks} ranks {stride} apart do not fit network '{network.name}' "
                         f"({total} devices); allowed: 2 to {total // stride}")

@@ -21,7 +21,7 @@ def on_dask(scheduler: str | None) -> Iterator[None]:
     try:
         try:
             client = Client(scheduler or cluster)
-        except OSError as err:
+        except (OSError, ValueError, TypeError) as err:
             raise SpecError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({err})") from None
         with client, joblib.parallel_config(backend="dask", wait_for_workers_timeout=60):
             yield

@@ -66,7 +66,10 @@ class _Context:
             if missing:
                 raise SpecError(f"constraint {c.text!r} names unknown column {missing[0]!r}",
                                 file=self.spec.source, path="constraints")
-            fail = ~c.mask(cols) & pd.isna(reasons)
+            try:
+                fail = ~c.mask(cols) & pd.isna(reasons)
+            except ValueError as err:
+                raise SpecError(f"constraint {err}", file=self.spec.source, path="constraints") from None
             reasons[fail] = f"constraint {c.text}"
 
 

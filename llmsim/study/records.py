@@ -20,10 +20,13 @@ FLAG_PATHS = {
     "precision": "workload.precision", "mode": "workload.mode", "batch_size": "workload.batch_size",
     "input_len": "workload.input_len", "output_len": "workload.output_len",
     "kv_precision": "workload.kv_precision", "concurrency": "workload.concurrency",
+    "request_rate": "workload.request_rate_per_s",
 }
 
-def overrides_from_flags(flags: dict, sets: list[str]) -> list[str]:
-    out = [f"{FLAG_PATHS[k]}={v}" for k, v in flags.items() if v is not None]
+def overrides_from_flags(flags: dict, sets: list[str]) -> list:
+    """Overrides (``spec.load.Override``) of the flags given, each labelled with its flag for errors, then
+    the ``--set`` ones."""
+    out = [(f"--{k.replace('_', '-')} {v}", f"{FLAG_PATHS[k]}={v}") for k, v in flags.items() if v is not None]
     return out + list(sets)
 
 
@@ -44,6 +47,8 @@ def record(sc) -> dict:
         from llmsim.engine.split import resolve_split
 
         sp = resolve_split(sc).as_column()
+        if w.request_rate_per_s is not None:
+            return _open_loop_record(sc, sp)
         cols = serving_record(sc, sp, np.array([sc.num_devices]), np.array([w.concurrency]),
                               np.array([w.input_len]), np.array([w.output_len]))
         row = first_row(cols)
@@ -64,6 +69,21 @@ def record(sc) -> dict:
     sp = resolve_split(sc)
     cols = training_record(sc, sp.as_column(), np.array([sc.num_devices]), np.array([w.global_batch_size]))
     return first_row(cols)
+
+
+def _open_loop_record(sc, sp) -> dict:
+    """One serving point at a Poisson request rate (engine.serving.open_loop), with its input and cost
+    columns."""
+    from llmsim.engine.columns import first_row
+    from llmsim.engine.serving import open_loop
+
+    w = sc.workload
+    out = open_loop(sc, sp, w.request_rate_per_s, w.input_len, w.output_len, sc.num_devices)
+    inputs = first_row(serving_inputs(sc, _split_inputs(sp, np.array([sc.num_devices])), np.array([w.input_len]),
+                                      np.array([w.output_len]), np.array([out["concurrency"]])))
+    row = {**inputs, "request_rate_per_s": w.request_rate_per_s, **{k: v for k, v in out.items()}}
+    row.update(_cost_columns(sc, float(out["throughput_tokens_per_s"])))
+    return row
 
 
 def interleavings(sc) -> list[int]:
@@ -137,14 +157,18 @@ def inference_inputs(sc, n: dict, input_len, output_len, batch_size) -> dict:
             "input_len": input_len, "output_len": output_len, "batch_size": batch_size}
 
 
+def _split_inputs(split, num_devices) -> dict:
+    """The split's input columns of a record."""
+    return {"num_devices": num_devices, "tp": split.tp, "pp": split.pp, "dp": split.dp, "cp": split.cp,
+            "ep": split.ep}
+
+
 def inference_record(sc, split, num_devices, batch, input_len, output_len) -> dict:
     """Input, engine and cost columns (arrays) of the valid inference splits ``split`` of ``sc``
     (``batch``: resolved, at least 1)."""
     from llmsim.engine.inference import inference_columns
 
-    inputs = {"num_devices": num_devices, "tp": split.tp, "pp": split.pp, "dp": split.dp, "cp": split.cp,
-              "ep": split.ep}
-    cols = inference_inputs(sc, inputs, input_len, output_len, batch)
+    cols = inference_inputs(sc, _split_inputs(split, num_devices), input_len, output_len, batch)
     cols.update(inference_columns(sc, split, batch, input_len, output_len, num_devices))
     cols.update(_cost_columns(sc, cols["throughput_tokens_per_s"], num_devices))
     return cols
@@ -161,9 +185,7 @@ def serving_record(sc, split, num_devices, concurrency, input_len, output_len) -
     """Input, engine and cost columns (arrays) of the valid serving splits ``split`` of ``sc``."""
     from llmsim.engine.serving import serving_columns
 
-    inputs = {"num_devices": num_devices, "tp": split.tp, "pp": split.pp, "dp": split.dp, "cp": split.cp,
-              "ep": split.ep}
-    cols = serving_inputs(sc, inputs, input_len, output_len, concurrency)
+    cols = serving_inputs(sc, _split_inputs(split, num_devices), input_len, output_len, concurrency)
     cols.update(serving_columns(sc, split, concurrency, input_len, output_len, num_devices))
     cols.update(_cost_columns(sc, cols["throughput_tokens_per_s"], num_devices))
     return cols

@@ -99,6 +99,8 @@ class Plan:
 
 def plan(spec, parts: list[Part], pareto_only: bool = False, top: int | None = None) -> Plan:
     """Rank (``sweep.rank``'s order) and compare (``sweep.compare``) on the parts' keys alone."""
+    if not parts:  # no row at all: the columns the rows would have had (a CSV still gets its header)
+        return Plan([c for c in sw.columns(sw.expected_columns(spec)) if c != "point"], [], np.zeros(0, np.int64))
     names = list(dict.fromkeys(c for p in parts for c in p.columns))
     sizes = np.array([len(p.points) for p in parts], dtype=np.int64)
     # every row's part and row in it, in point order (a task holds whole groups, not a range of points)

@@ -6,6 +6,8 @@ factor, the cumulative product and how much of the whole each factor accounts fo
 
 from __future__ import annotations
 
+import functools
+
 from llmsim.spec.errors import SpecError
 from llmsim.spec.sweep import SweepSpec
 
@@ -33,7 +35,7 @@ CHUNK = 8192  # points per task: large enough that numpy amortises the per-group
 IN_PROCESS = 100_000  # smaller sweeps run in this process: starting workers costs more than it saves
 
 
-def workers(points: int, jobs: int) -> int:
+def jobs_for(points: int, jobs: int) -> int:
     """Worker processes for a sweep of ``points``: ``jobs``, or 1 (this process) for a small sweep."""
     return jobs if points >= IN_PROCESS else 1
 
@@ -56,7 +58,7 @@ def run(spec: SweepSpec, preset_dirs: tuple[str, ...], jobs: int = 1, chunk: int
     parts = tasks(spec, chunk)
     todo = (delayed(evaluate_range)(spec, preset_dirs, a, b, front_only) for a, b in parts)
     out = []
-    for frame in Parallel(n_jobs=workers(spec.size, jobs), return_as="generator")(todo):
+    for frame in Parallel(n_jobs=jobs_for(spec.size, jobs), return_as="generator")(todo):
         if len(frame):
             out.append(frame)
         if progress:
@@ -85,6 +87,41 @@ def _numeric(rows, col: str):
     import pandas as pd
 
     return pd.to_numeric(rows[col], errors="coerce").to_numpy(float)
+
+
+@functools.cache
+def _record_columns(mode: str) -> tuple[str, ...]:
+    """The columns of one ``mode`` point (the bundled default scenario's, evaluated)."""
+    from llmsim.spec.presets import PresetRegistry
+    from llmsim.study.records import load, record
+
+    lengths = ["workload.input_len=128", "workload.output_len=16"]
+    overrides = {"training": [], "inference": ["workload.mode=inference", "workload.batch_size=1", *lengths],
+                 "serving": ["workload.mode=serving", "workload.concurrency=1", *lengths]}[mode]
+    return tuple(record(load(None, PresetRegistry(), overrides)))
+
+
+def expected_columns(spec: SweepSpec) -> list[str]:
+    """The columns a sweep's rows have, known before any point is evaluated: the record's of each workload
+    mode the sweep runs, the compare columns, pareto_rank and infeasible_reason."""
+    workload = spec.base.get("workload")
+    modes = {workload.get("mode", "training") if isinstance(workload, dict) else "training"}
+    modes |= {v for path, values in spec.axes if path == ("workload", "mode") for v in values}
+    modes |= {row[i] for i, path in enumerate(spec.zip_paths) if path == ("workload", "mode") for row in spec.zip_rows}
+    names = ["point"]
+    for mode in sorted(m for m in modes if m in ("training", "inference", "serving")):
+        names += [c for c in _record_columns(mode) if c not in names]
+    names += compare_columns(spec.compare) if spec.compare else []
+    return names + (["pareto_rank"] if spec.objectives else []) + ["infeasible_reason"]
+
+
+def check_columns(spec: SweepSpec) -> None:
+    """Objectives and the compare column name output columns: checked before the sweep runs."""
+    names = expected_columns(spec)
+    check_objectives(names, spec.objectives, spec.source)
+    if spec.compare and spec.compare not in names:
+        raise SpecError(f"compare column {spec.compare!r} is not an output column; e.g. "
+                        f"{', '.join(names[1:9])}, ...", file=spec.source, path="compare")
 
 
 def check_objectives(columns: list[str], objectives, source: str = "") -> None:

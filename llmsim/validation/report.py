@@ -13,7 +13,7 @@ import math
 import os
 from pathlib import Path
 
-from llmsim.atomic import atomic_file
+from llmsim.atomic import WriteError, atomic_file
 from llmsim.spec.errors import SpecError
 
 TRAINING_PNG = "parity-training.png"
@@ -29,7 +29,10 @@ def write_report(out_dir: str | Path, rows: list[dict], skipped: list[dict], inf
     from llmsim.validation import runs as val
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise WriteError(err.errno, err.strerror, str(out)) from None
     paths = [out / TRAINING_PNG, out / INFERENCE_PNG, out / "README.md"]
     tput = _throughput(inf_rows)
     train_title = (f"Training: {len(rows)} runs, in-sample mean abs. error "

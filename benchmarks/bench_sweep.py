@@ -1,14 +1,15 @@
 """Sweep speed (not a test): design points per second, engine alone and end to end.
 
     python benchmarks/bench_sweep.py [--points 10000 100000 1000000] [--jobs 1 2]
+    python benchmarks/bench_sweep.py --grid benchmarks/grids/realistic.yaml benchmarks/grids/realistic-1m.yaml
 
-Engine alone: one worker's chunks evaluated in this process (points decoded from their indices, grouped,
+Engine alone: one worker's tasks evaluated in this process, per CPU-second (points decoded from their indices, grouped,
 split checks, engine, cost columns; `study.evaluate.evaluate_chunk`), and, for contrast, `study.records.record`
 point by point; for training (the grid below) and for inference (Llama 3 70B serving on 8 devices of 4
 accelerator generations, tp 1/2/4/8, every batch size from 1 up). End to end: the `llmsim sweep` command
 (expand from the spec, evaluate on ``jobs`` processes, rank by Pareto front, write the CSV atomically) on
-a grid of llama3-8b splits, microbatch sizes, recompute modes and batch sizes, with its wall time and
-peak memory.
+a grid of llama3-8b splits, microbatch sizes, recompute modes and batch sizes (or the ``--grid`` files),
+with its wall time, CPU-seconds (the command and its workers) and peak memory.
 """
 
 from __future__ import annotations
@@ -72,17 +73,18 @@ def _spec(tmp: str, n: int, mode: str = "training"):
 
 
 def engine_alone(n: int, mode: str = "training") -> float:
-    """What one worker does: the sweep's chunks evaluated one after the other in this process."""
+    """What one worker does: the sweep's tasks evaluated one after the other in this process (points per
+    CPU-second of this process)."""
     from llmsim.study.evaluate import evaluate_chunk
-    from llmsim.study.sweep import CHUNK, chunks
+    from llmsim.study.sweep import tasks
 
     with tempfile.TemporaryDirectory() as tmp:
         spec = _spec(tmp, n, mode)
         evaluate_chunk(spec, (), 0, 1)  # presets parsed once per worker
-        t = time.perf_counter()
-        for a, b in chunks(spec.size, CHUNK):
+        t = time.process_time()
+        for a, b in tasks(spec):
             evaluate_chunk(spec, (), a, b)
-        return spec.size / (time.perf_counter() - t)
+        return spec.size / (time.process_time() - t)
 
 
 def point_by_point(n: int, mode: str = "training") -> float:
@@ -99,34 +101,56 @@ def point_by_point(n: int, mode: str = "training") -> float:
     return n / (time.perf_counter() - t)
 
 
-def end_to_end(n: int, jobs: int) -> tuple[int, float, float]:
-    """``llmsim sweep SPEC --jobs J -o out.csv`` as a user runs it: (points, seconds, peak RSS in MB of
-    the largest llmsim process; the sweep's rows wait in part files, so it is not all rows)."""
+def run_sweep(path: str, jobs: int, out: str) -> tuple[float, float, float]:
+    """``llmsim sweep PATH --jobs J -o OUT`` as a user runs it: (wall seconds, CPU-seconds of the command
+    and its workers, peak RSS in MB of the largest llmsim process; the rows wait in part files)."""
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "llmsim", "sweep", path, "--quiet", "--jobs", str(jobs),
+                             "-o", out], stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)  # the workers are the command's children: counted in its usage
+    if status:
+        raise SystemExit(f"llmsim sweep failed with status {status}")
+    return time.perf_counter() - t, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # KiB on Linux
+
+
+def end_to_end(n: int, jobs: int) -> tuple[int, float, float, float]:
+    """(points, seconds, CPU-seconds, peak RSS in MB) of the homogeneous grid of ``n`` points to CSV."""
     with tempfile.TemporaryDirectory() as tmp:
         spec = _spec(tmp, n)
-        t = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "llmsim", "sweep", str(Path(tmp) / "s.yaml"), "--quiet",
-                                 "--jobs", str(jobs), "-o", str(Path(tmp) / "out.csv")], stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-        if status:
-            raise SystemExit(f"llmsim sweep failed with status {status}")
-        return spec.size, time.perf_counter() - t, usage.ru_maxrss / 1024  # ru_maxrss: KiB on Linux
+        return (spec.size, *run_sweep(str(Path(tmp) / "s.yaml"), jobs, str(Path(tmp) / "out.csv")))
+
+
+def grid(path: str, jobs: int) -> None:
+    """A sweep file (e.g. benchmarks/grids/realistic.yaml) end to end to CSV."""
+    from llmsim.spec.sweep import load_sweep
+
+    size = load_sweep(path).size
+    with tempfile.TemporaryDirectory() as tmp:
+        secs, cpu, mb = run_sweep(path, jobs, str(Path(tmp) / "out.csv"))
+    print(f"{path}, {size:,} points, {jobs} job(s): {secs:.1f} s, {cpu:.1f} CPU-s, {size / cpu:,.0f} points per "
+          f"CPU-second, peak RSS {mb:,.0f} MB")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--points", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--grid", nargs="+", default=[], help="sweep files to run end to end instead")
     args = ap.parse_args()
+    if args.grid:
+        for path in args.grid:
+            for j in args.jobs:
+                grid(path, j)
+        return
     for mode in ("training", "inference"):
         print(f"point by point (estimate.record): {point_by_point(500, mode):,.0f} {mode} points/s (1 core)")
         for n in args.points:
-            print(f"engine alone, {n:,} points: {engine_alone(n, mode):,.0f} {mode} points/s (1 core)")
+            print(f"engine alone, {n:,} points: {engine_alone(n, mode):,.0f} {mode} points per CPU-second")
     for n in args.points:
         for j in args.jobs:
-            size, secs, mb = end_to_end(n, j)
+            size, secs, cpu, mb = end_to_end(n, j)
             print(f"end to end, {size:,} points, {j} job(s): {secs:.1f} s, {size / secs:,.0f} points/s, "
-                  f"peak RSS {mb:,.0f} MB")
+                  f"{size / cpu:,.0f} points per CPU-second, peak RSS {mb:,.0f} MB")
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ def sweep_cmd(
     dirs = preset_dirs(ctx)
     fmt = output.suffix[1:] if output is not None else "csv"
     remote = backend == "dask"
+    jobs = jobs if remote else sw.jobs_for(n, jobs)  # a small sweep: no worker start-up
     # rows wait in part files beside the output (or in TMPDIR for stdout) until they are ranked and merged
     try:
         parts_dir = tempfile.TemporaryDirectory(prefix=".llmsim-sweep-", dir=output.parent if output else None)
@@ -101,7 +102,7 @@ def _run(sp, dirs, tmp, jobs, pareto_only, top, remote, scheduler, fmt, output, 
     if remote:
         from llmsim.study.dask_backend import on_dask
     with on_dask(scheduler) if remote else nullcontext():
-        parts = ss.evaluate(sp, dirs, tmp, jobs, pareto_only, bar("evaluating", len(sw.chunks(sp.size, sw.CHUNK))),
+        parts = ss.evaluate(sp, dirs, tmp, jobs, pareto_only, bar("evaluating", len(sw.tasks(sp))),
                             remote)
     plan = ss.plan(sp, parts, pareto_only, top)
     if fmt == "parquet":

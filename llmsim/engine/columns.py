@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import pandas as pd
 
 
 def factorize(*keys) -> tuple[np.ndarray, np.ndarray]:
@@ -15,6 +14,8 @@ def factorize(*keys) -> tuple[np.ndarray, np.ndarray]:
     keys = np.broadcast_arrays(*(np.asarray(k) for k in keys))
     code = _integer_code(keys)
     if code is None:  # other dtypes: number each key, then the tuples, one key at a time
+        import pandas as pd  # only here: a one-point estimate need not import pandas
+
         code = np.zeros(keys[0].shape, dtype=np.int64)
         for k in keys:
             c, uniq = pd.factorize(k.ravel())
@@ -22,10 +23,24 @@ def factorize(*keys) -> tuple[np.ndarray, np.ndarray]:
             code, _ = pd.factorize(code.ravel())
             code = code.reshape(k.shape)
     else:
-        code = pd.factorize(code.ravel())[0].reshape(code.shape)
+        code = _first_seen(code.ravel()).reshape(code.shape)
     first = np.full(code.max() + 1 if code.size else 0, -1, dtype=np.int64)
     first[code.ravel()[::-1]] = np.arange(code.size)[::-1]
     return code, first
+
+
+def _first_seen(code: np.ndarray) -> np.ndarray:
+    """Integers renumbered 0, 1, ... in order of first appearance (``pandas.factorize``'s codes)."""
+    if code.size <= 1:
+        return np.zeros(code.shape, dtype=np.int64)
+    if code.size > 1024:  # a sweep's columns: pandas hashes faster than numpy sorts
+        import pandas as pd
+
+        return pd.factorize(code)[0]
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return rank[inverse.ravel()]
 
 
 def _integer_code(keys: list[np.ndarray]) -> np.ndarray | None:

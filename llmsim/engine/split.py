@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from llmsim.engine.columns import factorize
 from llmsim.engine.errors import DesignError
 from llmsim.engine.types import Scenario
 
@@ -154,11 +155,15 @@ def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
         folded_etp = np.where(fits, d, folded_etp)
     folds = (ep > 1) & (sc.workload.mode == "training") & (dp % np.maximum(ep, 1) != 0) & (folded_etp >= 1)
     etp = np.where(folds, folded_etp, etp)
+    inputs = [np.broadcast_to(v, dp.shape) for v in a.values()]  # a row's message depends on these alone
     for mask, message, path in _checks(sc, a, dp, ep_in_tp, folds):
-        new = np.broadcast_to(mask, dp.shape) & ~failed
-        for i in np.flatnonzero(new):
-            reasons[i] = (message(i), path)
-        failed |= new
+        new = np.flatnonzero(np.broadcast_to(mask, dp.shape) & ~failed)
+        if len(new):  # each distinct failing row's message formatted once
+            code, first = factorize(*(k[new] for k in inputs))
+            texts = [(message(new[j]), path) for j in first]
+            for i, c in zip(new.tolist(), code.tolist(), strict=True):
+                reasons[i] = texts[c]
+            failed[new] = True
     microbatches = np.ones_like(dp)
     if sc.workload.mode == "training":
         microbatches = a["global_batch_size"] // np.maximum(dp * a["microbatch_size"], 1)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
+import math
 
 import numpy as np
 import pandas as pd
@@ -71,18 +73,51 @@ class _Context:
             reasons[fail] = f"constraint {c.text}"
 
 
+def _axes(spec) -> tuple[list[int], list[int]]:
+    """(axes evaluated as columns inside a group, axes that split groups), by axis number."""
+    vec = [k for k, (path, values) in enumerate(spec.axes) if path in VECTOR_PATHS and _counts(values)]
+    return vec, [k for k in range(len(spec.axes)) if k not in vec]
+
+
+def tasks(spec, chunk: int) -> list[tuple[int, int]]:
+    """The workers' tasks, ranges of positions in the group-major order (``point_indices``): whole groups
+    (points that share their categorical values), ``chunk // G`` of them a task for groups of G points,
+    or a group of more than ``chunk`` points cut into near-equal pieces; each group's fixed costs (its
+    scenario, its distinct collectives, its frame) are paid once or a few times, not once per chunk."""
+    g = math.prod(len(spec.axes[k][1]) for k in _axes(spec)[0])
+    if g <= chunk:
+        step = g * (chunk // g)
+        return [(a, min(a + step, spec.size)) for a in range(0, spec.size, step)]
+    cuts = [g * i // -(-g // chunk) for i in range(-(-g // chunk) + 1)]
+    return [(a + x, a + y) for a in range(0, spec.size, g) for x, y in itertools.pairwise(cuts)]
+
+
+def point_indices(spec, start: int, stop: int) -> np.ndarray:
+    """Points at positions ``start`` .. ``stop - 1`` of the group-major order: the zip row and the
+    categorical axes vary slowest, the axes evaluated as columns fastest (each keeping its order)."""
+    vec, cat = _axes(spec)
+    sizes = [len(values) for _, values in spec.axes]
+    weight = [math.prod(sizes[k + 1:]) for k in range(len(sizes))]  # place values in point order
+    rest = np.arange(start, stop, dtype=np.int64)
+    point = np.zeros(len(rest), dtype=np.int64)
+    for k in reversed(cat + vec):
+        rest, j = np.divmod(rest, sizes[k])
+        point += j * weight[k]
+    return point + rest * math.prod(sizes)
+
+
 def evaluate_chunk(spec, preset_dirs: tuple[str, ...], start: int, stop: int) -> pd.DataFrame:
-    """Rows of points ``start`` .. ``stop - 1``, in point order, with ``point`` and ``infeasible_reason``
-    (infeasible rows only with ``keep: all``)."""
+    """Rows of the points at positions ``start`` .. ``stop - 1`` of the group-major order
+    (``point_indices``), in point order, with ``point`` and ``infeasible_reason`` (infeasible rows only
+    with ``keep: all``)."""
     ctx = _Context(spec, preset_dirs)
-    idx = np.arange(start, stop, dtype=np.int64)
+    idx = point_indices(spec, start, stop)
     rest, picks = idx, []
     for _, values in reversed(spec.axes):  # mixed radix, the last axis fastest (SweepSpec.point)
         rest, j = np.divmod(rest, len(values))
         picks.append(j)
     picks.reverse()
-    vec = [k for k, (path, values) in enumerate(spec.axes) if path in VECTOR_PATHS and _counts(values)]
-    cat = [k for k in range(len(spec.axes)) if k not in vec]
+    vec, cat = _axes(spec)
     code, first = factorize(rest, *(picks[k] for k in cat))
     order = np.argsort(code, kind="stable")
     bounds = np.cumsum(np.bincount(code, minlength=len(first)))

@@ -70,7 +70,7 @@ def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool =
     share this machine's disk (Dask), so they return rows and this process writes the parts."""
     from joblib import Parallel, delayed
 
-    spans = sw.chunks(spec.size, sw.CHUNK)
+    spans = sw.tasks(spec)
     tasks = (delayed(evaluate_part)(spec, preset_dirs, a, b, front_only, None if remote else part_dir)
              for a, b in spans)
     parts = []
@@ -103,21 +103,23 @@ def plan(spec, parts: list[Part], pareto_only: bool = False, top: int | None = N
         return Plan([c for c in sw.columns(sw.expected_columns(spec)) if c != "point"], [], np.zeros(0, np.int64))
     names = list(dict.fromkeys(c for p in parts for c in p.columns))
     sizes = np.array([len(p.points) for p in parts], dtype=np.int64)
-    part_of = np.repeat(np.arange(len(parts)), sizes)
-    row_of = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    feasible = np.concatenate([p.feasible for p in parts]) if parts else np.ones(0, bool)
+    # every row's part and row in it, in point order (a task holds whole groups, not a range of points)
+    by_point = np.argsort(np.concatenate([p.points for p in parts]), kind="stable") if parts else np.zeros(0, int)
+    part_of = np.repeat(np.arange(len(parts)), sizes)[by_point]
+    row_of = (np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes))[by_point]
+    feasible = np.concatenate([p.feasible for p in parts])[by_point] if parts else np.ones(0, bool)
     extra = {}
     if spec.compare and parts:
         if spec.compare not in names:
             raise SpecError(f"compare column {spec.compare!r} is not an output column", file=spec.source,
                                path="compare")
-        value = np.concatenate([p.compare for p in parts])
+        value = np.concatenate([p.compare for p in parts])[by_point]
         extra = dict(zip(sw.compare_columns(spec.compare), sw.ratios(value, feasible), strict=True))
         names += list(extra)
     order = np.arange(len(feasible))
     if spec.objectives and parts:
         sw.check_objectives(names, spec.objectives, spec.source)
-        values = np.concatenate([p.objectives for p in parts])
+        values = np.concatenate([p.objectives for p in parts])[by_point]
         ranks, order = sw.rank_order(values, feasible, [m for _, m in spec.objectives])
         extra["pareto_rank"] = ranks
         names.append("pareto_rank")

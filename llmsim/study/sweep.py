@@ -13,7 +13,8 @@ from llmsim.spec.sweep import SweepSpec
 
 
 def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, stop: int, front_only: bool = False):
-    """Rows (a DataFrame) of points ``start`` .. ``stop - 1``: a worker's chunk (evaluate.py). With
+    """Rows (a DataFrame, in point order) of the points at positions ``start`` .. ``stop - 1`` of the
+    group-major order: a worker's task (``tasks``, evaluate.py). With
     ``front_only`` only the chunk's Pareto front is returned: a point on the sweep's front is on its
     chunk's front, so the reduction loses nothing and keeps the workers' results small."""
     from llmsim.study.evaluate import evaluate_chunk
@@ -31,25 +32,40 @@ def chunks(n: int, size: int) -> list[tuple[int, int]]:
 
 
 CHUNK = 8192  # points per task: large enough that numpy amortises the per-group work
+IN_PROCESS = 100_000  # smaller sweeps run in this process: starting workers costs more than it saves
+
+
+def jobs_for(points: int, jobs: int) -> int:
+    """Worker processes for a sweep of ``points``: ``jobs``, or 1 (this process) for a small sweep."""
+    return jobs if points >= IN_PROCESS else 1
+
+
+def tasks(spec: SweepSpec, chunk: int | None = None) -> list[tuple[int, int]]:
+    """Workers' tasks: ranges of the group-major order holding whole groups of about ``chunk`` points."""
+    from llmsim.study.evaluate import tasks as group_tasks
+
+    return group_tasks(spec, chunk or CHUNK)
 
 
 def run(spec: SweepSpec, preset_dirs: tuple[str, ...], jobs: int = 1, chunk: int = CHUNK, progress=None,
         front_only: bool = False):
-    """All kept rows (a DataFrame in point order), chunk by chunk over ``jobs`` joblib workers (the
-    active joblib backend); each worker expands its own index range from the spec (``front_only``:
-    and returns only its chunk's Pareto front)."""
+    """All kept rows (a DataFrame in point order), task by task over ``jobs`` joblib workers (the
+    active joblib backend; this process alone under ``IN_PROCESS`` points); each worker expands its own
+    index range from the spec (``front_only``: and returns only its chunk's Pareto front)."""
     import pandas as pd
     from joblib import Parallel, delayed
 
-    parts = chunks(spec.size, chunk)
-    tasks = (delayed(evaluate_range)(spec, preset_dirs, a, b, front_only) for a, b in parts)
+    parts = tasks(spec, chunk)
+    todo = (delayed(evaluate_range)(spec, preset_dirs, a, b, front_only) for a, b in parts)
     out = []
-    for frame in Parallel(n_jobs=jobs, return_as="generator")(tasks):
+    for frame in Parallel(n_jobs=jobs_for(spec.size, jobs), return_as="generator")(todo):
         if len(frame):
             out.append(frame)
         if progress:
             progress(len(parts))
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    if not out:
+        return pd.DataFrame()
+    return pd.concat(out, ignore_index=True).sort_values("point", kind="stable", ignore_index=True)
 
 
 def rank_order(values, feasible, maximize: list[bool]):

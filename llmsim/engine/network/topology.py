@@ -12,6 +12,7 @@ leaves a dragonfly group; a torus the links of the dimensions the group spans.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from functools import lru_cache
 
 import numpy as np
@@ -115,23 +116,56 @@ def neighbour_path(network: Network, order: tuple[str, ...], degrees: dict[str, 
     return path_of(network, strides(order, degrees)[dim], 2 if degrees[dim] > 1 else 1)
 
 
+REMEMBERED = 64  # group_collectives calls kept: a sweep's neighbouring groups (the same model and
+_remembered: OrderedDict = OrderedDict()  # network, another recompute or ZeRO stage) ask for the same ones
+
+
+def _key(a):
+    a = np.asarray(a)
+    return a.dtype.str, a.shape, a.tobytes()
+
+
 def group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks=None) -> tuple[np.ndarray, np.ndarray]:
     """(times, names "OP ALGORITHM/PROTOCOL on TIERS") of ``op`` over groups of ``ranks`` ranks ``stride``
     apart (arrays: a sweep's rows) placed as groups of ``path_ranks`` (default ``ranks``) are; each
-    distinct group is placed once and timed on all its rows' sizes at once. Groups of one rank, or
-    nothing to send, take no time (name None)."""
+    distinct group is placed once, and the rows of all groups that land on the same path are timed at
+    once (a size's time depends on its path alone). Groups of one rank, or nothing to send, take no time
+    (name None). The last ``REMEMBERED`` calls are kept (read-only arrays)."""
+    key = (net, op, *(None if a is None else _key(a) for a in (nbytes, ranks, stride, path_ranks)))
+    if key in _remembered:
+        _remembered.move_to_end(key)
+        return _remembered[key]
+    out = _group_collectives(net, op, nbytes, ranks, stride, path_ranks)
+    for a in out:
+        a.flags.writeable = False
+    _remembered[key] = out
+    if len(_remembered) > REMEMBERED:
+        _remembered.popitem(last=False)
+    return out
+
+
+def _group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks) -> tuple[np.ndarray, np.ndarray]:
     path_ranks = ranks if path_ranks is None else path_ranks
     S, n, st, pn = np.broadcast_arrays(np.asarray(nbytes, dtype=float), ranks, stride, path_ranks)
     times, names = np.zeros(S.shape), np.full(S.shape, None, dtype=object)
     if not S.size:
         return times, names
-    one = all(k.min() == k.max() for k in (n, st, pn))  # one group: no need to number the keys
-    code, first = (np.zeros(S.shape, dtype=np.int64), np.zeros(1, dtype=np.int64)) if one else factorize(n, st, pn)
-    for c, i in enumerate(first):
-        k = n.flat[i]
-        if k <= 1:
-            continue
-        rows = slice(None) if one else code == c
-        timed = collective_columns(op, S[rows], path_of(net, int(st.flat[i]), int(pn.flat[i])).resized(int(k)))
-        times[rows], names[rows] = timed.times, timed.names(op)
+    if all(k.min() == k.max() for k in (n, st, pn)):  # one group: no need to number the keys
+        k = n.flat[0]
+        if k > 1:
+            timed = collective_columns(op, S, path_of(net, int(st.flat[0]), int(pn.flat[0])).resized(int(k)))
+            times[:], names[:] = timed.times, timed.names(op)
+        return times, names
+    code, first = factorize(n, st, pn)
+    paths: dict = {}  # path -> its number; a group of one rank gets -1
+    of_key = np.array([paths.setdefault(path_of(net, int(st.flat[i]), int(pn.flat[i])).resized(int(n.flat[i])),
+                                        len(paths)) if n.flat[i] > 1 else -1 for i in first], dtype=np.int64)
+    of_row = of_key[code.ravel()]
+    order = np.argsort(of_row, kind="stable")
+    bounds = np.searchsorted(of_row[order], np.arange(len(paths) + 1))
+    flat_s, flat_t, flat_n = S.ravel(), times.reshape(-1), names.reshape(-1)
+    for path, p in paths.items():
+        rows = order[bounds[p]:bounds[p + 1]]
+        timed = collective_columns(op, flat_s[rows], path)
+        flat_t[rows], flat_n[rows] = timed.times, timed.names(op)
     return times, names

@@ -133,3 +133,16 @@ def test_slo_request_rate_meets_the_p90_bounds(registry):
     assert at["ttft_p90_s"] <= 0.5 * 1.01 and at["tpot_s"] <= 0.04 * 1.01
     over = open_loop(sc, sp, best * 1.2, 1024, 256, 8)
     assert over["ttft_p90_s"] > 0.5 or over["tpot_s"] > 0.04
+
+
+def test_a_trickle_of_requests_is_served_as_if_alone(registry):
+    # 0.01 requests/s: under one request in flight; each sees the one-request TTFT and TPOT, and the
+    # throughput is what arrives: 0.01 x 256 tokens/s
+    from llmsim.engine.serving import open_loop
+
+    sc = _scenario(registry, model="llama3-70b", devices=8, tp=8, extra=["workload.precision=fp8"])
+    sp = resolve_split(sc).as_column()
+    out = open_loop(sc, sp, 0.01, 1024, 256, 8)
+    alone = _columns(sc, [1])
+    assert out["throughput_tokens_per_s"] == pytest.approx(0.01 * 256)
+    assert out["tpot_s"] == pytest.approx(alone["tpot_s"][0]) and out["concurrency"] < 1

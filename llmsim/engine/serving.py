@@ -221,6 +221,10 @@ def open_loop(sc: Scenario, sp: Split, rate: float, input_len: int, output_len: 
     n = float(np.interp(rate, cols["requests_per_s"], conc)) if rate < capacity else float(top)
     at = {k: np.asarray(v)[0] for k, v in serving_columns(
         sc, sp, np.array([n]), isl, osl, np.array([num_devices])).items()}
+    if rate < cols["requests_per_s"][0]:  # fewer than one request in flight on average: the engine idles
+        n = rate * float(at["e2e_latency_s"])  # between requests, each served as if alone
+        at.update(requests_per_s=rate, throughput_tokens_per_s=rate * output_len,
+                  throughput_tokens_per_s_per_device=rate * output_len / num_devices)
     out = {**at, "request_rate_per_s": rate, "concurrency": n, "utilization": rate / capacity}
     for q in (0.5, 0.9, 0.99):
         out[f"ttft_p{int(q * 100)}_s"] = float(at["ttft_s"] + _wait_quantile(rate, capacity, q))

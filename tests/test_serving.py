@@ -146,3 +146,9 @@ def test_a_trickle_of_requests_is_served_as_if_alone(registry):
     alone = _columns(sc, [1])
     assert out["throughput_tokens_per_s"] == pytest.approx(0.01 * 256)
     assert out["tpot_s"] == pytest.approx(alone["tpot_s"][0]) and out["concurrency"] < 1
+
+
+def test_the_operator_view_refuses_serving_with_one_line():
+    r = run_cli("estimate", "--mode", "serving", "--model", "llama3-8b", "--devices", "1", "--tp", "1", "--pp", "1",
+                "--input-len", "128", "--output-len", "16", "--concurrency", "4", "--ops")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--mode inference" in r.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from llmsim.engine.compute import ACT_BYTES, Op, bound, kernel_time
+from llmsim.engine.errors import DesignError
 from llmsim.engine.network.collectives import collective_time
 from llmsim.engine.network.topology import group_path
 from llmsim.engine.split import resolve_split
@@ -59,6 +60,10 @@ def _tp_rows(sc: Scenario, sp, phase: str, tokens: float, count: int) -> list[di
 def operator_table(sc: Scenario) -> list[dict]:
     """Rows of the per-operator table for the scenario's mode (the MoE layer for MoE models)."""
     m, p, w = sc.model, sc.parallel, sc.workload
+    if w.mode == "serving":  # a serving step mixes prompt chunks and decode tokens: no one table yet
+        raise DesignError("the per-operator view (estimate --ops, plot roofline) covers training and a static "
+                          "batch; for serving, look at one with --mode inference --batch-size N",
+                          path="workload.mode")
     moe = m.moe is not None
     sp = resolve_split(sc)
     if w.mode == "inference":

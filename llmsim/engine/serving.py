@@ -165,19 +165,28 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     }
 
 
+def _deployment_limit(sc: Scenario, sp: Split, input_len: int, output_len: int) -> int:
+    """Requests the whole deployment runs at once (every replica at its running limit), at least 1."""
+    isl, osl = np.array([input_len]), np.array([output_len])
+    return max(int(running_limit(sc, sp, isl, osl)["max_running"][0]), 1) * int(np.asarray(sp.dp).ravel()[0])
+
+
+def _over(sc: Scenario, sp: Split, conc, input_len: int, output_len: int, num_devices: int) -> dict:
+    """``serving_columns`` of the one split ``sp`` at every concurrency of the array ``conc``."""
+    return serving_columns(sc, sp, conc, np.full(conc.shape, input_len), np.full(conc.shape, output_len),
+                           np.full(conc.shape, num_devices))
+
+
 def slo_capacity(sc: Scenario, sp: Split, input_len: int, output_len: int, num_devices: int) -> dict:
     """The largest concurrency (over the deployment) whose TTFT and TPOT meet the scenario's ``slo``, and
     the output tokens/s per device there (SLO goodput): every concurrency from 1 to the running limit of
     all replicas evaluated as one column (TTFT and TPOT grow with it). 0 and 0.0 when not even one
     request meets it."""
     slo = sc.serving.slo_ttft_s, sc.serving.slo_tpot_s
-    dp = int(np.asarray(sp.dp).ravel()[0])
-    isl, osl = np.array([input_len]), np.array([output_len])
-    top = int(running_limit(sc, sp, isl, osl)["max_running"][0]) * dp
+    top = _deployment_limit(sc, sp, input_len, output_len)
 
     def meeting(conc):
-        cols = serving_columns(sc, sp, conc, np.full(conc.shape, input_len), np.full(conc.shape, output_len),
-                               np.full(conc.shape, num_devices))
+        cols = _over(sc, sp, conc, input_len, output_len, num_devices)
         ok = np.ones(conc.shape, dtype=bool)
         if slo[0] is not None:
             ok &= cols["ttft_s"] <= slo[0]
@@ -185,7 +194,7 @@ def slo_capacity(sc: Scenario, sp: Split, input_len: int, output_len: int, num_d
             ok &= cols["tpot_s"] <= slo[1]
         return ok, cols["throughput_tokens_per_s_per_device"]
 
-    coarse = np.unique(np.round(np.geomspace(1, max(top, 1), 64)).astype(np.int64))
+    coarse = np.unique(np.round(np.geomspace(1, top, 64)).astype(np.int64))
     ok, _ = meeting(coarse)
     if not ok.any():
         return {"slo_concurrency": 0, "slo_throughput_tokens_per_s_per_device": 0.0}
@@ -211,16 +220,12 @@ def open_loop(sc: Scenario, sp: Split, rate: float, input_len: int, output_len: 
     limit evaluated as one column and interpolated; TTFT percentiles add an M/M/1 queue's waiting-time
     quantile at utilisation rate / capacity (the capacity: the throughput at the running limit) to the
     mean. A rate at or above capacity has no steady state: TTFT is infinite."""
-    dp = int(np.asarray(sp.dp).ravel()[0])
-    isl, osl = np.array([input_len]), np.array([output_len])
-    top = max(int(running_limit(sc, sp, isl, osl)["max_running"][0]), 1) * dp
+    top = _deployment_limit(sc, sp, input_len, output_len)
     conc = np.unique(np.geomspace(1, top, 96))
-    cols = serving_columns(sc, sp, conc, np.full(conc.shape, input_len), np.full(conc.shape, output_len),
-                           np.full(conc.shape, num_devices))
+    cols = _over(sc, sp, conc, input_len, output_len, num_devices)
     capacity = float(cols["requests_per_s"][-1])
     n = float(np.interp(rate, cols["requests_per_s"], conc)) if rate < capacity else float(top)
-    at = {k: np.asarray(v)[0] for k, v in serving_columns(
-        sc, sp, np.array([n]), isl, osl, np.array([num_devices])).items()}
+    at = {k: np.asarray(v)[0] for k, v in _over(sc, sp, np.array([n]), input_len, output_len, num_devices).items()}
     if rate < cols["requests_per_s"][0]:  # fewer than one request in flight on average: the engine idles
         n = rate * float(at["e2e_latency_s"])  # between requests, each served as if alone
         at.update(requests_per_s=rate, throughput_tokens_per_s=rate * output_len,

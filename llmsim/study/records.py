@@ -81,7 +81,7 @@ def _open_loop_record(sc, sp) -> dict:
     out = open_loop(sc, sp, w.request_rate_per_s, w.input_len, w.output_len, sc.num_devices)
     inputs = first_row(serving_inputs(sc, _split_inputs(sp, np.array([sc.num_devices])), np.array([w.input_len]),
                                       np.array([w.output_len]), np.array([out["concurrency"]])))
-    row = {**inputs, "request_rate_per_s": w.request_rate_per_s, **{k: v for k, v in out.items()}}
+    row = {**inputs, "request_rate_per_s": w.request_rate_per_s, **out}
     row.update(_cost_columns(sc, float(out["throughput_tokens_per_s"])))
     return row
 

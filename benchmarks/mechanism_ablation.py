@@ -26,7 +26,8 @@ from llmsim.validation.runs import cases
 
 SWITCHES = {
     "as shipped": {},
-    "no compute slowdown under overlap": {"OVERLAP_COMPUTE_SLOWDOWN": 0.0},
+    "no compute slowdown under overlap": {"OVERLAP_COMPUTE_SLOWDOWN": 0.0, "TP_OVERLAP_COMPUTE_SLOWDOWN": 0.0},
+    "TP comm-GEMM overlap slowed as NCCL (no copy engines)": {"TP_OVERLAP_COMPUTE_SLOWDOWN": 0.189},
     "DP reduce hidden whole (no last bucket)": {"DP_BUCKET_PARAMS": 0.0, "DP_BUCKET_PARAMS_PER_RANK": 0.0},
     "no stragglers": {"straggler_time": lambda compute_s, devices, r: 0.0 * compute_s},
 }

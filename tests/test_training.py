@@ -81,8 +81,11 @@ def test_recipe_settings_cite_a_source_and_name_real_records():
         entries = yaml.safe_load(fh)
     assert entries and all(e["id"] in ids for e in entries)
     for e in entries:
-        for key, setting in e["parallel"].items():
-            assert set(setting) == {"value", "source"} and len(setting["source"]) > 20, (e["id"], key)
+        sections = {k: v for k, v in e.items() if k != "id"}
+        assert sections and set(sections) <= {"model", "system", "parallel", "workload"}, e["id"]
+        for section in sections.values():
+            for key, setting in section.items():
+                assert set(setting) == {"value", "source"} and len(setting["source"]) > 20, (e["id"], key)
 
 
 GPT_22B = Model("gpt-22b", 48, 6144, 24576, 64, 64, 96, 51200, "gelu", False, True)

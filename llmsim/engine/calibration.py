@@ -34,6 +34,13 @@ FITTED = {
     # wave. Bounds: CUDA launch latency is ~2-5 us and back-to-back kernels leave ~1-3 us gaps (NVIDIA
     # CUDA C++ Best Practices Guide, "kernel launch overhead"), so 1-20 us per kernel.
     "KERNEL_OVERHEAD_S": Fitted(1e-6, 20e-6, 5e-6, "fixed time per kernel: launch, ramp-up, tail wave"),
+    # The same fixed cost per kernel in a serving engine's step, fitted apart from training's: a training
+    # step queues long kernels back to back while the host runs ahead, so only the device-side gap between
+    # kernels shows; a decode step runs kernels of a few microseconds, whose ramp-up, tail wave and the
+    # engine's per-step scheduling show in full even when the step replays a captured CUDA graph
+    # (TensorRT-LLM, vLLM, SGLang). Bounds: a graph node launches in under 1 us (NVIDIA CUDA C++
+    # Programming Guide, "CUDA Graphs"), stream launches take 2-5 us: 0.2-20 us.
+    "INFERENCE_KERNEL_OVERHEAD_S": Fitted(0.2e-6, 20e-6, 5e-6, "fixed time per kernel in a serving engine"),
 }
 
 
@@ -45,6 +52,7 @@ def fitted_values() -> dict[str, float]:
 _FITTED_VALUES = fitted_values()
 KERNEL_EFFICIENCY = _FITTED_VALUES["KERNEL_EFFICIENCY"]
 KERNEL_OVERHEAD_S = _FITTED_VALUES["KERNEL_OVERHEAD_S"]
+INFERENCE_KERNEL_OVERHEAD_S = _FITTED_VALUES["INFERENCE_KERNEL_OVERHEAD_S"]
 
 # Matmul efficiency when a device preset has no MAMF figure: NVIDIA BF16 default of
 # ../shared/data/hardware.md sec. 1.3 ("gemm_eff = 0.75").
@@ -91,6 +99,15 @@ ATTENTION_HALF_SEQ = 280
 # abstract); NCCL takes 16 SMs of a DGX's GPUs for its channels (S. Jeaugey, NVIDIA/nccl#689) and the HBM
 # bandwidth its copies need.
 OVERLAP_COMPUTE_SLOWDOWN = 0.189
+
+# Tensor-parallel comm-GEMM overlap (Megatron-Core --tp-comm-overlap: Transformer Engine userbuffers;
+# TorchTitan AsyncTP: symmetric-memory P2P) moves its all-gathers through the copy engines, which take no
+# SMs, and runs its reduce-scatters as kernels on UB_SMS of the device's SMs (TE initialize_ub: the
+# ring_exchange AG layers and the bulk AGs use use_ce=True, the pipeline/bulk RS kernels num_sm=16). Half
+# the overlapped bytes take SMs, and a GEMM left 132 - 16 of an H100's 132 SMs runs 132/116 times as long:
+# slowdown 0.5 * 16 / 116 (HBM contention of the copies neglected: the overlapped GEMMs are compute-bound).
+UB_SMS, REFERENCE_SMS = 16, 132
+TP_OVERLAP_COMPUTE_SLOWDOWN = 0.5 * UB_SMS / (REFERENCE_SMS - UB_SMS)
 
 # Data-parallel gradient buckets of Megatron-Core (--overlap-grad-reduce): "max(40000000, 1000000 *
 # dp_size) parameters" per bucket (megatron/core/distributed/distributed_data_parallel_config.py,

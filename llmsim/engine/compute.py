@@ -256,14 +256,17 @@ def op_time(op: Op, acc: Accelerator, precision: str, hbm_bw=None, peak_scale=1.
     return np.maximum(t_compute, op.bytes / bw)
 
 
-def kernel_time(op: Op, acc: Accelerator, precision: str, kernel: str = "auto", backward: bool = False):
+def kernel_time(op: Op, acc: Accelerator, precision: str, kernel: str = "auto", backward: bool = False,
+                inference: bool = False):
     """Wall time of one execution of ``op``: its roofline time plus the fixed cost of each kernel
-    (``KERNEL_OVERHEAD_S``). Forward is one kernel; backward does ``bwd_ratio`` times the forward's work in
-    two kernels (input gradient and weight gradient)."""
+    (``KERNEL_OVERHEAD_S`` in a training step, ``INFERENCE_KERNEL_OVERHEAD_S`` in a serving engine's
+    captured graph). Forward is one kernel; backward does ``bwd_ratio`` times the forward's work in two
+    kernels (input gradient and weight gradient)."""
     if backward:
         return (op_time(op, acc, precision, backward=True, kernel=kernel) * op.bwd_ratio
                 + 2 * op.kernels * cal.KERNEL_OVERHEAD_S)
-    return op_time(op, acc, precision, kernel=kernel) + op.kernels * cal.KERNEL_OVERHEAD_S
+    per_kernel = cal.INFERENCE_KERNEL_OVERHEAD_S if inference else cal.KERNEL_OVERHEAD_S
+    return op_time(op, acc, precision, kernel=kernel) + op.kernels * per_kernel
 
 
 def bound(op: Op, acc: Accelerator, precision: str) -> str:

@@ -77,7 +77,7 @@ def _decode_attention(m: Model, b, ctx, tp, kv_precision: str, count: float) -> 
 
 def _op_terms(ops: list[Op], sc: Scenario) -> list:
     acc, prec, kern = sc.accelerator, sc.workload.precision, sc.parallel.attention_kernel
-    return [kernel_time(op, acc, prec, kern) * op.count for op in ops]
+    return [kernel_time(op, acc, prec, kern, inference=True) * op.count for op in ops]
 
 
 def phase_ops(sc: Scenario, sp: Split, b, s, ctx=None) -> tuple[list[Op], list[Op]]:

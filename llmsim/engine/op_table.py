@@ -22,7 +22,7 @@ from llmsim.engine.types import Scenario
 
 def _row(phase: str, op: Op, sc: Scenario, backward: bool) -> dict:
     acc, prec, kern = sc.accelerator, sc.workload.precision, sc.parallel.attention_kernel
-    t = kernel_time(op, acc, prec, kern)
+    t = kernel_time(op, acc, prec, kern, inference=not backward)
     flops, nbytes = op.flops, op.bytes
     if backward:
         t += kernel_time(op, acc, prec, kern, backward=True)

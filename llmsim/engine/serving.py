@@ -74,12 +74,12 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep):
                 op_list = [_decode_attention(m, d, ctx, tp, kvp, 1.0), _prefill_attention(m, c, keys, tp, kvp)]
             else:
                 op_list = [op]
-            out = out + sum(kernel_time(o, acc, prec, kern) * o.count for o in op_list)
+            out = out + sum(kernel_time(o, acc, prec, kern, inference=True) * o.count for o in op_list)
         return out
 
     frac = _moe_fraction(m)
     per_layer = (1 - frac) * layer(False) + (frac * layer(True) if m.moe else 0.0)
-    head = sum(kernel_time(o, acc, prec, kern) for o in head_ops(m, 1, np.maximum(d, 1.0), tp, 1, prec))
+    head = sum(kernel_time(o, acc, prec, kern, inference=True) for o in head_ops(m, 1, np.maximum(d, 1.0), tp, 1, prec))
     return {"layer": per_layer, "head": head}
 
 

@@ -11,13 +11,15 @@ since 2022): the column-parallel GEMM's input-gradient all-reduce (SP: reduce-sc
 weight-gradient GEMM computes, and the SP re-all-gather of its input runs under its input-gradient GEMM.
 What outlasts that GEMM is exposed, and the GEMM runs slower beside it (``overlap.overlap_cost``). Forward collectives sit on the critical path (the next GEMM needs
 their result) unless ``tp_comm_overlap`` splits them into chunks under the neighbouring GEMMs
-(Transformer Engine userbuffers comm-GEMM overlap, Megatron-Core ``--tp-comm-overlap``).
+(Transformer Engine userbuffers comm-GEMM overlap, Megatron-Core ``--tp-comm-overlap``), whose
+gathers run on the copy engines and slow the GEMMs less (``calibration.TP_OVERLAP_COMPUTE_SLOWDOWN``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmsim.engine import calibration as cal
 from llmsim.engine.compute import Op, op_time
 from llmsim.engine.network.collectives import collective_time
 from llmsim.engine.network.path import Path
@@ -71,7 +73,8 @@ def exposed_tp_comm(windows: tuple, times: dict, seqpar: bool, overlap: bool) ->
         ar = times["all_reduce"]
         fwd = 2 * ar
         bwd = sum(overlap_cost(ar, w) for w in (attn, mlp))
-    if overlap:  # every collective chunked under the GEMMs next to it
-        fwd = overlap_cost(fwd, gemm_fwd)
-        bwd = overlap_cost(bwd, 2 * gemm_fwd)
+    if overlap:  # every collective chunked under the GEMMs next to it, on copy engines for the gathers
+        x = cal.TP_OVERLAP_COMPUTE_SLOWDOWN
+        fwd = overlap_cost(fwd, gemm_fwd, x)
+        bwd = overlap_cost(bwd, 2 * gemm_fwd, x)
     return TPComm(fwd, bwd)

@@ -8,7 +8,7 @@ records publish (data README, caveat 4).
 
 from __future__ import annotations
 
-from llmsim.validation.records import Skip, source_of, system_of
+from llmsim.validation.records import Skip, apply_recipe, source_of, system_of
 
 # record model name prefix -> model preset of the same architecture (the presets cite their configs)
 MODELS = {"Llama 3.1 8B": "llama3-8b", "Llama 3.3 70B": "llama3-70b", "Llama 3.1 405B": "llama3-405b",
@@ -46,7 +46,7 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
                              "seq_len": w["isl"] + w["osl"]}}
     notes.append(f"static batch of {batch} (as published)" if batch != "max"
                  else "batch = largest that fits (offline max throughput)")
-    return scenario, notes
+    return apply_recipe(scenario, rec["id"], notes), notes
 
 
 def measured_per_device(rec: dict) -> tuple[float, str]:

@@ -6,6 +6,8 @@ and ``inference.py`` convert each usable record into a scenario at run time (no 
 
 from __future__ import annotations
 
+import functools
+
 from pathlib import Path
 
 import yaml
@@ -46,12 +48,21 @@ def load_records(path: Path = DATA) -> list[dict]:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
 
 
+@functools.lru_cache(maxsize=4)
 def recipe_settings(path: Path = RECIPES) -> dict[str, dict[str, dict]]:
     """Record id -> scenario section -> key -> setting value (the file cites a source for each)."""
     with open(path, encoding="utf-8") as fh:
         entries = yaml.safe_load(fh)
     return {e["id"]: {sec: {k: v["value"] for k, v in keys.items()} for sec, keys in e.items() if sec != "id"}
             for e in entries}
+
+
+def apply_recipe(scenario: dict, rec_id: str, notes: list[str]) -> dict:
+    """The scenario with the settings recipe_settings.yaml cites for this record laid over it (noted)."""
+    for section, keys in recipe_settings().get(rec_id, {}).items():
+        scenario[section].update(keys)
+        notes.extend(f"recipe: {k} {v}" for k, v in keys.items())
+    return scenario
 
 
 def system_of(rec: dict) -> tuple[str, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from llmsim.validation.records import Skip, recipe_settings, source_of, system_of
+from llmsim.validation.records import Skip, apply_recipe, source_of, system_of
 
 ACTIVATIONS = {"gelu": "gelu", "swiglu": "swiglu", "squared relu": "squared-relu", "relu": "relu",
                "geglu": "geglu"}
@@ -142,10 +142,7 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
                 "parallel": parallel,
                 "workload": {"mode": "training", "precision": precision, "seq_len": m["seq_len"],
                              "global_batch_size": p["global_batch_seqs"]}}
-    for section, keys in recipe_settings().get(rec["id"], {}).items():
-        scenario[section].update(keys)
-        notes.extend(f"recipe: {k} {v}" for k, v in keys.items())
-    return scenario, notes
+    return apply_recipe(scenario, rec["id"], notes), notes
 
 
 def _attention_kernel(framework: str, megatron_core: bool) -> str:

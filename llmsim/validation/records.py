@@ -7,7 +7,6 @@ and ``inference.py`` convert each usable record into a scenario at run time (no 
 from __future__ import annotations
 
 import functools
-
 from pathlib import Path
 
 import yaml

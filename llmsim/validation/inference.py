@@ -12,6 +12,7 @@ from llmsim.validation.records import Skip, apply_recipe, source_of, system_of
 
 # record model name prefix -> model preset of the same architecture (the presets cite their configs)
 MODELS = {"Llama 3.1 8B": "llama3-8b", "Llama 3.3 70B": "llama3-70b", "Llama 3.1 405B": "llama3-405b",
+          "Llama 3.1 70B": "llama3-70b", "Llama 2 7B": "llama2-7b", "Llama 2 13B": "llama2-13b",
           "Llama 2 70B": "llama2-70b", "LLaMA(2) 70B": "llama2-70b", "Qwen3-235B-A22B": "qwen3-235b-a22b",
           "Mixtral 8x7B": "mixtral-8x7b"}
 PRECISIONS = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "bf16": "bf16", "fp16": "fp16"}
@@ -65,13 +66,22 @@ def measured_ttft(rec: dict) -> tuple[float, str]:
     return ttft / 1e3, "TTFT as published (ms / 1e3)"
 
 
+def measured_tpot(rec: dict) -> tuple[float, str]:
+    tpot = rec["metrics"].get("tpot_ms")
+    if not tpot:
+        raise Skip("no time-per-output-token metric")
+    return tpot / 1e3, "TPOT at batch 1 (ms / 1e3; derivation in the record's notes)"
+
+
 def ttft_details(out: dict, how: str) -> dict:
     """The columns of a first-token-latency row beyond the times."""
     return {"batch_size": out["batch_size"], "fits_in_memory": out["fits_in_memory"]}
 
 
 def groups(rec: dict) -> dict:
-    return {"paper": "-", "framework": "MLPerf" if rec["id"].startswith("mlperf") else "TensorRT-LLM",
+    framework = (rec["parallel"].get("framework") or "").split(" (")[0] if rec["category"] == "inference_decode_latency" \
+        else "MLPerf" if rec["id"].startswith("mlperf") else "TensorRT-LLM"
+    return {"paper": "-", "framework": framework,
             "hardware": rec["hardware"]["accelerator"], "source": source_of(rec)}
 
 

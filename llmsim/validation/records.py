@@ -12,6 +12,8 @@ from pathlib import Path
 import yaml
 
 DATA = Path(__file__).parent.parent / "data" / "published_runs.yaml"
+# batch-1 decode latencies collected for issue 20, in the same record schema (category inference_decode_latency)
+DECODE_DATA = Path(__file__).parent.parent / "data" / "decode_latency_runs.yaml"
 # settings the records omit, each cited to the recipe the run was launched with (not calibration)
 RECIPES = Path(__file__).parent.parent / "data" / "recipe_settings.yaml"
 
@@ -20,7 +22,7 @@ RECIPES = Path(__file__).parent.parent / "data" / "recipe_settings.yaml"
 HARDWARE = {"A100-SXM4-80GB": ("a100-sxm-80gb", "dgx-a100"), "A100-SXM4-40GB": ("a100-sxm-40gb", "dgx-a100"),
             "H100-SXM5-80GB": ("h100-sxm", "dgx-h100"), "H200-SXM-141GB": ("h200-sxm", "dgx-h200"),
             "H100": ("h100-sxm", "dgx-h100"), "H200": ("h200-sxm", "dgx-h200"), "B200": ("b200", "dgx-b200"),
-            "GB200": ("gb200", "gb200-nvl72"),
+            "GB200": ("gb200", "gb200-nvl72"), "MI300X": ("mi300x", "mi300x-8"),
             "H100 (SXM, 96GB HBM2e, 500W power limit; Grand Teton)": ("h100-sxm-96gb", "grand-teton-h100"),
             "TPU v6e (Trillium)": ("tpu-v6e", "tpu-v6e-256"), "TPU v5p": ("tpu-v5p", "tpu-v5p-pod")}
 # systems larger than the network preset's last tier: several slices over the data-centre network
@@ -29,7 +31,9 @@ MULTI_SLICE = {("tpu-v6e-256", 512): "tpu-v6e-2x256-dcn"}
 # record id prefix -> source: one publication or benchmark table, the unit of leave-one-source-out
 SOURCES = {"megatron": "Megatron-LM 2021", "korthikanti": "Korthikanti 2022", "mcore": "Megatron-Core r0.8",
            "nemo2407": "NeMo 24.07", "mpt": "llm-foundry", "torchtitan": "TorchTitan", "tpurecipes": "tpu-recipes",
-           "trtllm_perfov": "TensorRT-LLM overview", "trtllm_v09": "TensorRT-LLM v0.9", "mlperf": "MLPerf v4.1"}
+           "trtllm_perfov": "TensorRT-LLM overview", "trtllm_v09": "TensorRT-LLM v0.9", "mlperf": "MLPerf v4.1",
+           "gptfast": "gpt-fast", "lmdeploy": "LMDeploy", "rocmblog": "AMD ROCm blog", "nim": "NVIDIA NIM",
+           "sglang": "SGLang torchao blog", "nvblog": "NVIDIA TensorRT-LLM blog"}
 
 
 def source_of(rec: dict) -> str:
@@ -42,9 +46,12 @@ class Skip(Exception):
     """A record llmsim cannot model; the message is the reason."""
 
 
-def load_records(path: Path = DATA) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
+def load_records(paths: tuple[Path, ...] = (DATA, DECODE_DATA)) -> list[dict]:
+    out = []
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            out += yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml when present
+    return out
 
 
 @functools.lru_cache(maxsize=4)

@@ -52,7 +52,10 @@ INFERENCE = Kind("inference", ("inference_throughput", "inference_mlperf"), infe
 LATENCY = Kind("inference", ("inference_latency",), inference.scenario_dict, inference.measured_ttft,
                _estimate_inference, "ttft_s", ("measured_ttft_s", "predicted_ttft_s"), inference.groups,
                inference.ttft_details)
-KINDS = (TRAINING, INFERENCE, LATENCY)
+DECODE = Kind("inference", ("inference_decode_latency",), inference.scenario_dict, inference.measured_tpot,
+              _estimate_inference, "tpot_s", ("measured_tpot_s", "predicted_tpot_s"), inference.groups,
+              inference.ttft_details)
+KINDS = (TRAINING, INFERENCE, LATENCY, DECODE)
 
 
 # modelling choices a converter may fix from the record, its framework or its launch recipe rather than

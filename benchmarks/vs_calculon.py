@@ -15,8 +15,9 @@ optimizer sharding, tensor-parallel communication, then microbatch, overlaps and
 restricted so that it finishes in minutes: no second memory tier (no offloading) and
 ``--tp-comm`` types. llmsim sweeps the knobs it has for the same space: tp and pp (every divisor), virtual
 stages (every divisor of the layers), microbatch (every divisor of the batch), recompute (none, selective,
-full), ZeRO 0/1 (optimizer sharding), sequence parallelism and TP overlap on or off; it places each group
-on the network itself. Each side reports points evaluated, CPU-seconds (the process and its workers) and
+full), ZeRO 0/1 (optimizer sharding), sequence parallelism and TP overlap on or off, and the rank order
+(which of the tp, dp and pp groups share a node: Calculon's choice of network per group); it has no
+offloading, data-parallel overlap switch or Calculon's tensor-parallel communication variants. Each side reports points evaluated, CPU-seconds (the process and its workers) and
 points per CPU-second. ``--full`` also runs llmsim alone over Calculon's full 1,536-GPU space
 (``--pareto-only``), with wall time, CPU-seconds and peak RSS; Calculon's own count of that space comes
 from its search in debug mode (it loops without evaluating).
@@ -83,6 +84,9 @@ grid:
   parallel.zero_stage: [0, 1]
   parallel.sequence_parallel: [false, true]
   parallel.tp_comm_overlap: [false, true]
+  # which groups share a node (Calculon's network per group): the 6 orders of the tp, dp and pp blocks
+  parallel.order: [[tp, cp, ep, dp, pp], [tp, cp, ep, pp, dp], [dp, tp, cp, ep, pp], [dp, pp, tp, cp, ep],
+                   [pp, tp, cp, ep, dp], [pp, dp, tp, cp, ep]]
 objectives:
   - maximize: tokens_per_s
 """
@@ -159,9 +163,9 @@ def main() -> None:
           f"({res['good']:,} run), {c_wall:.1f} s, {c_cpu:.1f} CPU-s, {c_rate:,.1f} executions per CPU-second "
           f"(the whole space: about {space['points'] / c_rate:,.0f} CPU-s)")
     with tempfile.TemporaryDirectory() as tmp:
-        points, rows, wall, cpu, tree = llmsim(args.gpus, args.max_batch, args.jobs, tmp)
+        points, rows, wall, cpu, tree = llmsim(args.gpus, args.max_batch, 1, tmp)  # workers' start-up: CPU-s
         rate = points / cpu
-        print(f"llmsim sweep, the same model, GPUs and batch: {points:,} points ({rows:,} feasible rows), {wall:.1f} s, "
+        print(f"llmsim sweep, the same model, GPUs and batch, 1 process: {points:,} points ({rows:,} feasible rows), {wall:.1f} s, "
               f"{cpu:.1f} CPU-s, {rate:,.0f} points per CPU-second, peak RSS {tree:,.0f} MB")
         print(f"ratio (points per CPU-second, llmsim / Calculon): {rate / c_rate:,.0f}x")
         if args.full:
@@ -172,7 +176,8 @@ def main() -> None:
                   f"{full['points'] / c_rate / 3600:,.0f} CPU-hours")
             points, rows, wall, cpu, tree = llmsim(1536, 3072, args.jobs, tmp, ("--pareto-only",))
             print(f"llmsim sweep over it, --pareto-only: {points:,} points ({rows:,} rows), {wall:.1f} s, {cpu:.1f} "
-                  f"CPU-s, {points / cpu:,.0f} points per CPU-second, peak RSS {tree:,.0f} MB (command and workers)")
+                  f"CPU-s, {points / cpu:,.0f} points per CPU-second, peak RSS {tree:,.0f} MB (command and workers); "
+                  f"{points / cpu / c_rate:,.0f}x Calculon's rate above")
 
 
 if __name__ == "__main__":

@@ -13,11 +13,8 @@ from llmsim.study.sweep import rank, run
 
 # llama3-70b and gpt3-175b on 8 to 64 devices of 80 GB with ZeRO 0-3: many splits cannot hold their states
 SPEC = """\
-base:
-  model: llama3-70b
-  system: {accelerator: h100-sxm, num_devices: 64, network: dgx-h100}
-  parallel: {microbatch_size: 1, recompute: selective, zero_stage: 1}
-  workload: {mode: training, precision: bf16, seq_len: 4096, global_batch_size: 512}
+base: {model: llama3-70b, system: {accelerator: h100-sxm, num_devices: 64, network: dgx-h100},
+       workload: {mode: training, precision: bf16, seq_len: 4096, global_batch_size: 512}}
 grid:
   model: [llama3-70b, gpt3-175b, mixtral-8x7b]
   system.num_devices: [8, 16, 64]
@@ -37,23 +34,19 @@ def _spec(tmp_path, extra=""):
     return path
 
 
-def test_memory_floor_is_below_the_memory_of_every_split(tmp_path):
+def test_memory_floor_is_below_the_memory_of_every_split(tmp_path, monkeypatch):
     # the bound the sweep drops splits by never exceeds the engine's memory: over every valid split
     from llmsim.engine.training import memory_floor_bytes
 
     seen = []
-    real = evaluate._surely_too_big
 
     def spy(sc, split, ok):
         rows = np.flatnonzero(ok)
         seen.append((sc, evaluate._subset(split, rows)))
         return np.zeros(len(ok), bool)
 
-    evaluate._surely_too_big = spy
-    try:
-        rows = run(load_sweep(_spec(tmp_path, "keep: feasible\n")), (), 1)
-    finally:
-        evaluate._surely_too_big = real
+    monkeypatch.setattr(evaluate, "_surely_too_big", spy)
+    rows = run(load_sweep(_spec(tmp_path, "keep: feasible\n")), (), 1)
     from llmsim.study.records import training_record
 
     checked = 0
@@ -61,8 +54,8 @@ def test_memory_floor_is_below_the_memory_of_every_split(tmp_path):
         if not len(split.tp):
             continue
         n = np.full(len(split.tp), 64)
-        mem = np.asarray(training_record(sc, split, n, np.full(len(split.tp), 512))["memory_per_device_gb"]) * 1e9
-        assert (memory_floor_bytes(sc, split) <= mem).all()
+        mem_gb = np.asarray(training_record(sc, split, n, np.full(len(split.tp), 512))["memory_per_device_gb"])
+        assert (memory_floor_bytes(sc, split) / 1e9 <= mem_gb).all()
         checked += len(split.tp)
     assert checked > 300 and len(rows)
 

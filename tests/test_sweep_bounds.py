@@ -88,16 +88,16 @@ def test_splits_that_cannot_fit_are_dropped_untimed_and_the_rows_are_unchanged(t
 
 
 def test_the_streamed_command_writes_the_in_memory_ranking(tmp_path, monkeypatch):
-    # the command streams rows through part files (tasks of 7 points, 3 parts a group): the CSV equals
+    # the command streams rows through part files (tasks of 64 points, up to 3 groups of parts): the CSV equals
     # the ranked rows of the in-memory sweep, and --pareto-only its front
     from llmsim.study import stream
     from llmsim.study import sweep as sw
 
-    monkeypatch.setattr(sw, "CHUNK", 7)
+    monkeypatch.setattr(sw, "CHUNK", 64)
     monkeypatch.setattr(stream, "MAX_RUNS", 3)
     path = _spec(tmp_path, "keep: all\n")
     sp = load_sweep(path)
-    ref = rank(run(sp, (), 1, chunk=7), sp.objectives).drop(columns="point")
+    ref = rank(run(sp, (), 1, chunk=64), sp.objectives).drop(columns="point")
     for flags, expect in (((), ref), (("--pareto-only",), ref[ref["pareto_rank"] == 0])):
         out = tmp_path / "o.csv"
         code, _, err = run_main("sweep", str(path), "--jobs", "1", "--quiet", *flags, "-o", str(out))

@@ -206,8 +206,10 @@ def _surely_too_big(sc, split: Split, ok: np.ndarray) -> np.ndarray:
 
     rows = np.flatnonzero(ok)
     out = np.zeros(len(ok), bool)
-    if len(rows):
-        out[rows] = memory_floor_bytes(sc, _subset(split, rows)) > sc.accelerator.hbm_bytes
+    if len(rows):  # once per distinct split: microbatch and batch do not change the states
+        sub = _subset(split, rows)
+        code, first = factorize(sub.tp, sub.pp, sub.dp, sub.cp, sub.ep, sub.layers_per_stage, sub.expert_tp)
+        out[rows] = (memory_floor_bytes(sc, _subset(sub, first)) > sc.accelerator.hbm_bytes)[code]
     return out
 
 

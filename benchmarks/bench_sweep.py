@@ -2,6 +2,7 @@
 
     python benchmarks/bench_sweep.py [--points 10000 100000 1000000] [--jobs 1 2]
     python benchmarks/bench_sweep.py --grid benchmarks/grids/realistic.yaml benchmarks/grids/realistic-1m.yaml
+    python benchmarks/bench_sweep.py --grid benchmarks/grids/ten-million.yaml --jobs 2 [--pareto-only]
 
 Engine alone: one worker's tasks evaluated in this process, per CPU-second (points decoded from their indices, grouped,
 split checks, engine, cost columns; `study.evaluate.evaluate_chunk`), and, for contrast, `study.records.record`
@@ -9,7 +10,8 @@ point by point; for training (the grid below) and for inference (Llama 3 70B ser
 accelerator generations, tp 1/2/4/8, every batch size from 1 up). End to end: the `llmsim sweep` command
 (expand from the spec, evaluate on ``jobs`` processes, rank by Pareto front, write the CSV atomically) on
 a grid of llama3-8b splits, microbatch sizes, recompute modes and batch sizes (or the ``--grid`` files),
-with its wall time, CPU-seconds (the command and its workers) and peak memory.
+with its wall time, CPU-seconds (the command and its workers), rows written and peak memory (of the largest
+process, and of the command and its workers together).
 """
 
 from __future__ import annotations
@@ -101,34 +103,76 @@ def point_by_point(n: int, mode: str = "training") -> float:
     return n / (time.perf_counter() - t)
 
 
-def run_sweep(path: str, jobs: int, out: str) -> tuple[float, float, float]:
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of process ``pid`` and all its descendants now (0 once it has gone)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_sweep(path: str, jobs: int, out: str, flags: tuple[str, ...] = ()) -> tuple[float, float, float, float]:
     """``llmsim sweep PATH --jobs J -o OUT`` as a user runs it: (wall seconds, CPU-seconds of the command
-    and its workers, peak RSS in MB of the largest llmsim process; the rows wait in part files)."""
+    and its workers, peak RSS in MB of the largest llmsim process, peak RSS in MB of the command and its
+    workers together, sampled every 0.1 s with psutil; NaN without psutil)."""
+    import threading
+
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "llmsim", "sweep", path, "--quiet", "--jobs", str(jobs),
-                             "-o", out], stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "llmsim", "sweep", path, "--quiet", "--jobs", str(jobs), "--yes",
+                             *flags, "-o", out], stderr=subprocess.DEVNULL)
+    peak = [float("nan")]
+    done = threading.Event()
+
+    def sample():
+        try:
+            import psutil  # noqa: F401
+        except ImportError:
+            return
+        peak[0] = 0.0
+        while not done.wait(0.1):
+            peak[0] = max(peak[0], _tree_rss(proc.pid) / 2**20)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)  # the workers are the command's children: counted in its usage
+    done.set()
+    sampler.join()
     if status:
         raise SystemExit(f"llmsim sweep failed with status {status}")
-    return time.perf_counter() - t, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # KiB on Linux
+    return time.perf_counter() - t, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, peak[0]  # KiB on Linux
 
 
 def end_to_end(n: int, jobs: int) -> tuple[int, float, float, float]:
     """(points, seconds, CPU-seconds, peak RSS in MB) of the homogeneous grid of ``n`` points to CSV."""
     with tempfile.TemporaryDirectory() as tmp:
         spec = _spec(tmp, n)
-        return (spec.size, *run_sweep(str(Path(tmp) / "s.yaml"), jobs, str(Path(tmp) / "out.csv")))
+        return (spec.size, *run_sweep(str(Path(tmp) / "s.yaml"), jobs, str(Path(tmp) / "out.csv"))[:3])
 
 
-def grid(path: str, jobs: int) -> None:
-    """A sweep file (e.g. benchmarks/grids/realistic.yaml) end to end to CSV."""
+def grid(path: str, jobs: int, flags: tuple[str, ...] = ()) -> None:
+    """A sweep file (e.g. benchmarks/grids/realistic.yaml) end to end to CSV (``flags``: e.g. --pareto-only);
+    the CSV is written beside the working directory's temporary files (TMPDIR) and deleted."""
     from llmsim.spec.sweep import load_sweep
 
     size = load_sweep(path).size
     with tempfile.TemporaryDirectory() as tmp:
-        secs, cpu, mb = run_sweep(path, jobs, str(Path(tmp) / "out.csv"))
-    print(f"{path}, {size:,} points, {jobs} job(s): {secs:.1f} s, {cpu:.1f} CPU-s, {size / cpu:,.0f} points per "
-          f"CPU-second, peak RSS {mb:,.0f} MB")
+        out = Path(tmp) / "out.csv"
+        secs, cpu, mb, tree = run_sweep(path, jobs, str(out), flags)
+        with out.open("rb") as fh:
+            rows = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 24), b"")) - 1
+    print(f"{path} {' '.join(flags)}: {size:,} points, {rows:,} rows, {jobs} job(s): {secs:.1f} s, {cpu:.1f} CPU-s, "
+          f"{size / cpu:,.0f} points per CPU-second, peak RSS {mb:,.0f} MB (largest process), {tree:,.0f} MB "
+          "(command and workers together)")
 
 
 def main() -> None:
@@ -136,11 +180,12 @@ def main() -> None:
     ap.add_argument("--points", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--grid", nargs="+", default=[], help="sweep files to run end to end instead")
+    ap.add_argument("--pareto-only", action="store_true", help="with --grid: llmsim sweep --pareto-only")
     args = ap.parse_args()
     if args.grid:
         for path in args.grid:
             for j in args.jobs:
-                grid(path, j)
+                grid(path, j, ("--pareto-only",) if args.pareto_only else ())
         return
     for mode in ("training", "inference"):
         print(f"point by point (estimate.record): {point_by_point(500, mode):,.0f} {mode} points/s (1 core)")

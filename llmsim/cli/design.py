@@ -102,9 +102,9 @@ def _run(sp, dirs, tmp, jobs, pareto_only, top, remote, scheduler, fmt, output, 
     if remote:
         from llmsim.study.dask_backend import on_dask
     with on_dask(scheduler) if remote else nullcontext():
-        parts = ss.evaluate(sp, dirs, tmp, jobs, pareto_only, bar("evaluating", len(sw.tasks(sp))),
-                            remote)
-    plan = ss.plan(sp, parts, pareto_only, top)
+        keys = ss.evaluate(sp, dirs, tmp, jobs, pareto_only, bar("evaluating", len(sw.tasks(sp))), remote)
+    plan = ss.plan(sp, keys, pareto_only, top)
+    del keys  # the plan holds 4 bytes a written row (its position) and 2 (its group): the keys go
     if fmt == "parquet":
         write_parquet(output, out.collect(plan), plan.columns)
     else:

@@ -127,6 +127,25 @@ def estimate_training(sc: Scenario) -> dict:
     return first_row(cols)
 
 
+def stage_states(sc: Scenario, sp: Split, layers):
+    """(non-expert, expert) ``StateBytes`` of one device of a stage of ``layers`` layers: weights, gradients
+    and optimizer states under the split's ZeRO stage, sharded over dp x cp (experts: their own replicas)."""
+    p, cp, ep, etp = sc.parallel, sp.cp, sp.ep, sp.expert_tp
+    dp = sp.dp * cp
+    edp = np.where(sp.ep_folded, sp.expert_dp, dp // ep)
+    dense_p, expert_p = local_params(sc.model, layers, sp.pp, sp.tp, ep, etp)
+    return tuple(state_bytes(n, k, p.zero_stage, precision=sc.workload.precision, grad_dtype=p.grad_reduce_dtype,
+                             optimizer_states=p.optimizer_states) for n, k in ((dense_p, dp), (expert_p, edp)))
+
+
+def memory_floor_bytes(sc: Scenario, sp: Split):
+    """A lower bound of ``memory_per_device_gb`` (in bytes) that needs no timing: the fullest stage's
+    states and the runtime reserve (activations only add), so a split above the accelerator's memory by
+    this bound does not fit whatever its timing."""
+    sd, se = stage_states(sc, sp, sp.layers_per_stage)
+    return with_runtime_reserve(0.0, sd.total + se.total)
+
+
 def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) -> dict:
     """Output columns (arrays) of the feasible splits ``sp`` (array fields) of scenario ``sc``, whose
     own degrees, device count and batch are ignored."""
@@ -259,9 +278,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     head = head_activation_bytes(m, b, s, tp, cp)
     stages = []
     for layers, last in ((stage_layers, False), (n_last, True)):
-        dense_p, expert_p = local_params(m, layers, pp, tp, ep, etp)
-        sd, se = (state_bytes(n, k, z, precision=prec, grad_dtype=gdt, optimizer_states=ost)
-                  for n, k in ((dense_p, dp), (expert_p, edp)))
+        sd, se = stage_states(sc, sp, layers)
         acts = layers * act_layer * inflight_microbatches(pp, mbs, v, last=last) + np.where((pp == 1) | last, head, 0.0)
         stages.append({"weights": sd.weights + se.weights, "grads": sd.gradients + se.gradients,
                        "optimizer": sd.optimizer + se.optimizer, "activations": acts,

@@ -31,10 +31,11 @@ def ordered(items, columns: list[str]) -> pd.DataFrame:
 
 def collect(p: Plan) -> pd.DataFrame:
     """Every kept row in output order, in memory (Parquet output)."""
-    frames = [ordered(items, p.columns) for items in p.groups]
+    groups = [p.items(g) for g in range(len(p.groups))]
+    frames = [ordered(items, p.columns) for items in groups]
     if not frames:
         return pd.DataFrame(columns=p.columns)
-    pos = np.concatenate([np.sort(np.concatenate([it[2] for it in items])) for items in p.groups])
+    pos = np.concatenate([np.sort(np.concatenate([it[2] for it in items])) for items in groups])
     return pd.concat(frames, ignore_index=True).iloc[np.argsort(pos)].reset_index(drop=True)
 
 
@@ -61,18 +62,16 @@ def _merge(paths: list[str], source: np.ndarray) -> Iterator[list[str]]:
         return
     files = [open(p, encoding="utf-8", newline="") for p in paths]  # noqa: SIM115 - closed below
     try:
-        cuts = np.flatnonzero(np.diff(source)) + 1
-        starts, ends = np.r_[0, cuts], np.r_[cuts, len(source)]
-        block: list[str] = []
-        for g, a, b in zip(source[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
-            if b - a == 1:
-                block.append(files[g].readline())
-            else:
-                block.extend(itertools.islice(files[g], b - a))
-            if len(block) >= BLOCK_LINES:
-                yield block
-                block = []
-        if block:
+        for at in range(0, len(source), BLOCK_LINES):  # runs of one group, a block of positions at a time
+            src = source[at:at + BLOCK_LINES]
+            cuts = np.flatnonzero(np.diff(src)) + 1
+            starts, ends = np.r_[0, cuts], np.r_[cuts, len(src)]
+            block: list[str] = []
+            for g, a, b in zip(src[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
+                if b - a == 1:
+                    block.append(files[g].readline())
+                else:
+                    block.extend(itertools.islice(files[g], b - a))
             yield block
     finally:
         for fh in files:
@@ -85,7 +84,7 @@ def text(p: Plan, fmt: str, part_dir: str, jobs: int = 1, progress=None) -> Iter
     from joblib import Parallel, delayed
 
     paths = [os.path.join(part_dir, f"run-{g:05d}.{fmt}") for g in range(len(p.groups))]
-    tasks = (delayed(_render)(items, p.columns, fmt, path) for items, path in zip(p.groups, paths, strict=True))
+    tasks = (delayed(_render)(p.items(g), p.columns, fmt, path) for g, path in enumerate(paths))
     for _ in Parallel(n_jobs=jobs if len(p.groups) > 1 else 1, return_as="generator")(tasks):
         if progress:
             progress()

@@ -149,6 +149,8 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
     n = {k: varied.get(k, np.full(len(points), base[k]) if base[k] is not None else None) for k in SPLIT_INPUTS}
     n = {k: v for k, v in n.items() if v is not None}
     split, ok, reasons = _splits(sc, n, varied)
+    if sc.workload.mode == "training" and ctx.spec.keep != "all":
+        ok &= ~_surely_too_big(sc, split, ok)  # dropped untimed: their rows would be dropped anyway
     if sc.workload.mode == "training":
         from llmsim.study.records import training_inputs, training_record
 
@@ -178,7 +180,8 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
 
 
 def _splits(sc, n: dict, varied: dict) -> tuple[Split, np.ndarray, np.ndarray]:
-    """(split, mask of valid rows, first failing check's message per row) of the split inputs ``n``."""
+    """(split, mask of valid rows, first failing check's message per row) of the split inputs ``n``;
+    every check is on arrays, before any row is timed."""
     split, ok, why = split_arrays(sc, n)
     reasons = np.array([w[0] if w else None for w in why], dtype=object)
     cp_rows = n["cp"] > 1
@@ -194,6 +197,20 @@ def _splits(sc, n: dict, varied: dict) -> tuple[Split, np.ndarray, np.ndarray]:
     reasons[big] = [f"num_devices ({d}) exceeds the largest tier of network '{sc.network.name}' ({largest} "
                     "devices)" for d in n["num_devices"][big]]
     return split, ok & ~big, reasons
+
+
+def _surely_too_big(sc, split: Split, ok: np.ndarray) -> np.ndarray:
+    """Valid training splits whose states alone, by ``training.memory_floor_bytes``, exceed the
+    accelerator's memory: they cannot fit, whatever their timing."""
+    from llmsim.engine.training import memory_floor_bytes
+
+    rows = np.flatnonzero(ok)
+    out = np.zeros(len(ok), bool)
+    if len(rows):  # once per distinct split: microbatch and batch do not change the states
+        sub = _subset(split, rows)
+        code, first = factorize(sub.tp, sub.pp, sub.dp, sub.cp, sub.ep, sub.layers_per_stage, sub.expert_tp)
+        out[rows] = (memory_floor_bytes(sc, _subset(sub, first)) > sc.accelerator.hbm_bytes)[code]
+    return out
 
 
 def _subset(split: Split, rows) -> Split:

@@ -16,13 +16,14 @@ def pareto_rank(values: np.ndarray, maximize: list[bool]) -> np.ndarray:
     import moocore
 
     values = _rows(values)
-    ranks = np.full(len(values), len(values), dtype=int)
+    ranks = np.full(len(values), len(values), dtype=np.int64 if len(values) >= 2**31 else np.int32)
     ok = np.all(np.isfinite(values), axis=1)
+    some = values if ok.all() else values[ok]  # no copy of a sweep's keys when every value is a number
     if ok.any() and values.shape[1] == 1:  # one objective: fronts are the distinct values in order
-        v = values[ok, 0] * (-1 if maximize[0] else 1)
+        v = some[:, 0] * (-1 if maximize[0] else 1)
         ranks[ok] = np.unique(v, return_inverse=True)[1].ravel()
     elif ok.any():
-        ranks[ok] = moocore.pareto_rank(values[ok], maximise=list(maximize))
+        ranks[ok] = moocore.pareto_rank(some, maximise=list(maximize))
     return ranks
 
 

@@ -2,8 +2,8 @@
 
 1. ``evaluate``: each worker evaluates its chunk (``sweep.evaluate_range``), pickles the rows to a part
    file and returns a ``Part``: the points, feasibility, objective and compare values, column names.
-2. ``plan``: the main process ranks and compares on those summaries alone (8 bytes per point per
-   objective, plus the point and its part) and gives each kept row its output position.
+2. ``gather`` and ``plan``: the main process ranks and compares on those keys alone (9 bytes a row plus 8
+   per objective) and gives each kept row its output position (4 bytes a row, 2 for its group).
 3. ``output/sweep_writer.py`` renders the plan: workers render groups of parts as lines in output
    order; the main process interleaves the groups' lines by position, a block at a time.
 The main process never holds every row; each worker holds one chunk or one group of parts.
@@ -11,6 +11,7 @@ The main process never holds every row; each worker holds one chunk or one group
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ def evaluate_part(spec, preset_dirs, start: int, stop: int, front_only: bool, pa
 
 
 def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool = False, progress=None,
-             remote: bool = False) -> list[Part]:
+             remote: bool = False) -> Keys:
     """Every chunk through the active joblib backend, in point order; ``remote``: the workers do not
     share this machine's disk (Dask), so they return rows and this process writes the parts."""
     from joblib import Parallel, delayed
@@ -80,61 +81,148 @@ def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool =
             parts.append(part)
         if progress:
             progress()
-    return parts
+    return gather(parts)
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Every chunk's ranking keys, concatenated in part order: row ``r`` of part ``i`` is key
+    ``offsets[i] + r`` (the main process holds these alone: 9 bytes a row, plus 8 per objective)."""
+
+    paths: tuple[str, ...]
+    offsets: np.ndarray
+    points: np.ndarray
+    feasible: np.ndarray
+    objectives: np.ndarray
+    compare: np.ndarray | None
+    columns: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+def gather(parts: list[Part]) -> Keys:
+    """The parts' keys as one ``Keys``; each field is concatenated and then let go of in ``parts`` (the
+    list is emptied as it goes: the keys are never held twice)."""
+    sizes = [len(p.points) for p in parts]
+    columns = tuple(dict.fromkeys(c for p in parts for c in p.columns))
+    paths = tuple(p.path for p in parts)
+    fields = {}
+    for name in ("points", "feasible", "objectives", "compare"):
+        pieces = [getattr(p, name) for p in parts]
+        fields[name] = np.concatenate(pieces) if pieces and pieces[0] is not None else None
+        del pieces
+        for i, p in enumerate(parts):
+            parts[i] = dataclasses.replace(p, **{name: None})
+    if fields["points"] is None:
+        fields.update(points=np.zeros(0, np.int64), feasible=np.ones(0, bool), objectives=np.empty((0, 0)))
+    return Keys(paths, np.r_[0, np.cumsum(sizes, dtype=np.int64)], columns=columns, **fields)
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Where every kept row goes: ``groups[g]`` lists (part file, rows, output positions, extra
-    columns) for the parts rendered together; ``source[p]`` is the group of output position ``p``."""
+    """Where every kept row goes: ``position[k]`` is the output position of key ``k`` (-1: not written),
+    ``extra`` the columns the ranking adds (per key); ``groups[g]`` the parts rendered together and
+    ``source[p]`` the group of output position ``p``."""
 
     columns: list[str]
-    groups: list[list[tuple[str, np.ndarray, np.ndarray, dict]]]
+    paths: tuple[str, ...]
+    offsets: np.ndarray
+    position: np.ndarray
+    extra: dict
+    groups: list[range]
     source: np.ndarray
 
     @property
     def rows(self) -> int:
         return len(self.source)
 
+    def items(self, g: int) -> list[tuple[str, np.ndarray, np.ndarray, dict]]:
+        """(part file, rows, their output positions, their extra columns) of each part of group ``g``."""
+        out = []
+        for i in self.groups[g]:
+            a = int(self.offsets[i])
+            pos = self.position[a:int(self.offsets[i + 1])]
+            rows = np.flatnonzero(pos >= 0)
+            if len(rows):
+                out.append((self.paths[i], rows, pos[rows], {k: _cells(k, v[a + rows]) for k, v in self.extra.items()}))
+        return out
 
-def plan(spec, parts: list[Part], pareto_only: bool = False, top: int | None = None) -> Plan:
-    """Rank (``sweep.rank``'s order) and compare (``sweep.compare``) on the parts' keys alone."""
-    if not parts:  # no row at all: the columns the rows would have had (a CSV still gets its header)
-        return Plan([c for c in sw.columns(sw.expected_columns(spec)) if c != "point"], [], np.zeros(0, np.int64))
-    names = list(dict.fromkeys(c for p in parts for c in p.columns))
-    sizes = np.array([len(p.points) for p in parts], dtype=np.int64)
-    # every row's part and row in it, in point order (a task holds whole groups, not a range of points)
-    by_point = np.argsort(np.concatenate([p.points for p in parts]), kind="stable") if parts else np.zeros(0, int)
-    part_of = np.repeat(np.arange(len(parts)), sizes)[by_point]
-    row_of = (np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes))[by_point]
-    feasible = np.concatenate([p.feasible for p in parts])[by_point] if parts else np.ones(0, bool)
+
+def _cells(name: str, values: np.ndarray) -> np.ndarray:
+    """A column of ``extra`` as written: pareto_rank is None for an infeasible row (-1 here)."""
+    if name != "pareto_rank":
+        return values
+    out = values.astype(object)
+    out[values < 0] = None
+    return out
+
+
+def _ranked(keys: Keys, maximize: list[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """(Pareto rank of each key, -1 where infeasible; the keys in ``sweep.rank``'s order): feasible keys
+    by rank, then the first objective, then point; then the infeasible ones in point order."""
+    from llmsim.study.pareto import pareto_rank
+
+    good = None if keys.feasible.all() else np.flatnonzero(keys.feasible)
+    values = keys.objectives if good is None else keys.objectives[good]
+    points = keys.points if good is None else keys.points[good]
+    r = pareto_rank(values, maximize)
+    first = values[:, 0]
+    key = np.where(np.isfinite(first), -first if maximize[0] else first, np.inf)
+    del values
+    order = np.lexsort((points, key, r))
+    del key, points
+    ranks = np.full(len(keys.points), -1, np.int32)
+    if good is None:
+        ranks[:] = r
+        return ranks, order
+    ranks[good] = r
+    bad = np.flatnonzero(~keys.feasible)
+    return ranks, np.concatenate([good[order], bad[np.argsort(keys.points[bad], kind="stable")]])
+
+
+def plan(spec, keys: Keys, pareto_only: bool = False, top: int | None = None) -> Plan:
+    """Rank (``sweep.rank``'s order) and compare (``sweep.compare``) on the keys alone."""
+    if not len(keys):  # no row at all: the columns the rows would have had (a CSV still gets its header)
+        return Plan([c for c in sw.columns(sw.expected_columns(spec)) if c != "point"], (), np.zeros(1, np.int64),
+                    np.zeros(0, np.int32), {}, [], np.zeros(0, np.int16))
+    names = list(keys.columns)
+    n = len(keys.points)
     extra = {}
-    if spec.compare and parts:
+    if spec.compare:
         if spec.compare not in names:
             raise SpecError(f"compare column {spec.compare!r} is not an output column", file=spec.source,
-                               path="compare")
-        value = np.concatenate([p.compare for p in parts])[by_point]
-        extra = dict(zip(sw.compare_columns(spec.compare), sw.ratios(value, feasible), strict=True))
+                            path="compare")
+        by_point = np.argsort(keys.points, kind="stable")
+        for name, col in zip(sw.compare_columns(spec.compare),
+                             sw.ratios(keys.compare[by_point], keys.feasible[by_point]), strict=True):
+            extra[name] = np.empty(n)
+            extra[name][by_point] = col
         names += list(extra)
-    order = np.arange(len(feasible))
-    if spec.objectives and parts:
+    if spec.objectives:
         sw.check_objectives(names, spec.objectives, spec.source)
-        values = np.concatenate([p.objectives for p in parts])[by_point]
-        ranks, order = sw.rank_order(values, feasible, [m for _, m in spec.objectives])
-        extra["pareto_rank"] = ranks
+        extra["pareto_rank"], order = _ranked(keys, [m for _, m in spec.objectives])
         names.append("pareto_rank")
         if pareto_only:
-            order = order[ranks[order] == 0]
+            order = order[extra["pareto_rank"][order] == 0]
+    else:
+        order = np.argsort(keys.points, kind="stable")
     order = order[:top] if top else order
-    per_group = max(1, math.ceil(len(parts) / MAX_RUNS))
-    by_part = np.argsort(part_of[order], kind="stable")  # output positions, part by part, in order
-    bounds = np.searchsorted(part_of[order][by_part], np.arange(len(parts) + 1))
-    groups: list[list] = [[] for _ in range(math.ceil(len(parts) / per_group))]
-    for i, part in enumerate(parts):
-        pos = by_part[bounds[i]:bounds[i + 1]]
-        if len(pos):
-            rows = order[pos]
-            groups[i // per_group].append((part.path, row_of[rows], pos, {k: v[rows] for k, v in extra.items()}))
-    kept = np.cumsum([bool(g) for g in groups]) - 1  # group index among the groups that have rows
-    source = kept[part_of[order] // per_group] if len(order) else np.zeros(0, np.int64)
-    return Plan([c for c in sw.columns(names) if c != "point"], [g for g in groups if g], source)
+    position = np.full(n, -1, np.int32 if n < 2**31 else np.int64)
+    position[order] = np.arange(len(order), dtype=position.dtype)
+    per_group = max(1, math.ceil(len(keys) / MAX_RUNS))
+    part_group = np.arange(len(keys)) // per_group
+    used = np.zeros(part_group[-1] + 1, bool)
+    source = np.empty(len(order), np.int16 if len(used) < 2**15 else np.int32)
+    for a in range(0, len(order), BLOCK):  # a block at a time: no per-row int64 temporaries
+        source[a:a + BLOCK] = part_group[np.searchsorted(keys.offsets, order[a:a + BLOCK], side="right") - 1]
+        used[np.unique(source[a:a + BLOCK])] = True
+    kept = np.cumsum(used) - 1  # group index among the groups that have rows
+    for a in range(0, len(order), BLOCK):
+        source[a:a + BLOCK] = kept[source[a:a + BLOCK]]
+    groups = [range(g * per_group, min((g + 1) * per_group, len(keys))) for g in np.flatnonzero(used).tolist()]
+    return Plan([c for c in sw.columns(names) if c != "point"], keys.paths, keys.offsets, position, extra, groups,
+                source)
+
+
+BLOCK = 1 << 20  # output positions handled at once

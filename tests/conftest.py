@@ -51,3 +51,12 @@ def run_main(*args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
         signal.signal(signal.SIGTERM, old_term)
         yamlio._STDIN.clear()
     return code, out.getvalue(), err.getvalue()
+
+
+def assert_spec_error(tmp_path, text: str, key: str) -> None:
+    """``llmsim estimate`` of the scenario ``text`` fails with one line, status 2, naming the file and ``key``."""
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    r = run_cli("estimate", str(path))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert str(path) in r.stderr and key in r.stderr, r.stderr

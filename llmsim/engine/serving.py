@@ -19,8 +19,8 @@ tokens per step of length ``t`` (``X`` requests/s). So
 solved by fixed-point iteration; ``t(d, c)`` is the fullest stage's forward over d decode tokens (at the
 mean context I + O/2) and c prompt tokens (attending to I/2 keys on average) with its collectives, times pp
 (a token crosses every stage), plus the pipeline hops. Requests beyond the running limit wait: Little's
-law adds (N - running) / X to TTFT. With fixed lengths every request sees these means; percentiles need
-the length distributions and the queueing of the next step of this model.
+law adds (N - running) / X to TTFT. A spread of lengths enters through its moments (request_mix.py):
+the KV held and the attention work at the length-biased mean context, the M/G/1 wait of Poisson arrivals.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from llmsim.engine.inference import (
     pipeline_hops,
 )
 from llmsim.engine.network.topology import strides
+from llmsim.engine.request_mix import mg1_wait_quantile, mix_moments
 from llmsim.engine.split import Split
 from llmsim.engine.types import Scenario
 
@@ -95,11 +96,12 @@ def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys):
 
 def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
     """Requests a replica can run at once: max_seqs, and the paged KV cache at the mean context of a
-    running request (I + O/2, rounded up to whole blocks) in what the weights, the step's workspace and
-    the reserve leave free."""
+    running request (I + O/2 with fixed lengths, request_mix.mix_moments' ctx with a spread; rounded up
+    to whole blocks) in what the weights, the step's workspace and the reserve leave free."""
     s = sc.serving
     blk = s.kv_block_tokens
-    per_seq = np.ceil((input_len + output_len / 2) / blk) * blk * sp.layers_per_stage * kv_bytes_per_token_layer(
+    ctx = mix_moments(sc.workload, input_len, output_len)["ctx"]
+    per_seq = np.ceil(ctx / blk) * blk * sp.layers_per_stage * kv_bytes_per_token_layer(
         sc.model, sp.tp, sc.workload.kv_precision or sc.workload.precision)
     fixed = memory_bytes(sc, sp, 0, input_len, output_len)
     # the step's workspace: the live tensors of max_batch_tokens tokens and the fp32 logits of max_seqs
@@ -121,7 +123,8 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     prompt = np.maximum(np.ceil(isl * (1 - s.prefix_cache_hit_rate)), 1.0)
     lim = running_limit(sc, sp, isl, osl)
     run = np.minimum(n, np.maximum(lim["max_running"], 1))
-    ctx, keys = isl + osl / 2, isl / 2
+    mix = mix_moments(sc.workload, isl, osl)
+    ctx, keys = mix["ctx"], mix["keys"]
     budget = float(s.max_batch_tokens)
     frac = (osl - 1) / (osl - 1 + 1.0)  # start: a one-step prefill
     for _ in range(ITERATIONS):
@@ -205,22 +208,16 @@ def slo_capacity(sc: Scenario, sp: Split, input_len: int, output_len: int, num_d
     return {"slo_concurrency": int(fine[best]), "slo_throughput_tokens_per_s_per_device": float(thr[best])}
 
 
-def _wait_quantile(rate, capacity, q: float):
-    """q-quantile of an M/M/1 queue's waiting time at arrival ``rate`` and service ``capacity``
-    (requests/s): P(W > t) = rho exp(-(mu - lambda) t) (Kleinrock 1975, Queueing Systems I, sec. 3.2)."""
-    rho = rate / capacity
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.log(rho / (1 - q)) / (capacity - rate)
-    return np.where(rho < 1, np.maximum(t, 0.0), np.inf)
-
-
 def open_loop(sc: Scenario, sp: Split, rate: float, input_len: int, output_len: int, num_devices: int) -> dict:
     """Columns at ``rate`` requests/s arriving at random (Poisson) over the deployment: the closed loop at
     the concurrency whose throughput is that rate (Little's law), every concurrency up to the running
-    limit evaluated as one column and interpolated; TTFT percentiles add an M/M/1 queue's waiting-time
-    quantile at utilisation rate / capacity (the capacity: the throughput at the running limit) to the
-    mean. A rate at or above capacity has no steady state: TTFT is infinite."""
+    limit evaluated as one column and interpolated; TTFT percentiles add an M/G/1 queue's waiting-time
+    quantile at utilisation rate / capacity (the capacity: the throughput at the running limit; the
+    service time spread as the tokens a request puts through the step budget, request_mix) to the mean.
+    A rate at or above capacity has no steady state: TTFT is infinite."""
     top = _deployment_limit(sc, sp, input_len, output_len)
+    work_cv = float(mix_moments(sc.workload, input_len, output_len, sc.serving.prefix_cache_hit_rate)["work_cv"])
+    wait = lambda r, q: mg1_wait_quantile(r, capacity, work_cv, q)
     conc = np.unique(np.geomspace(1, top, 96))
     cols = _over(sc, sp, conc, input_len, output_len, num_devices)
     capacity = float(cols["requests_per_s"][-1])
@@ -232,14 +229,14 @@ def open_loop(sc: Scenario, sp: Split, rate: float, input_len: int, output_len: 
                   throughput_tokens_per_s_per_device=rate * output_len / num_devices)
     out = {**at, "request_rate_per_s": rate, "concurrency": n, "utilization": rate / capacity}
     for q in (0.5, 0.9, 0.99):
-        out[f"ttft_p{int(q * 100)}_s"] = float(at["ttft_s"] + _wait_quantile(rate, capacity, q))
+        out[f"ttft_p{int(q * 100)}_s"] = float(at["ttft_s"] + wait(rate, q))
     if rate >= capacity:
         out.update(ttft_s=np.inf, e2e_latency_s=np.inf)
     # the highest rate whose p90 TTFT and TPOT meet the SLO, from the same column of concurrencies
     slo_t, slo_p = sc.serving.slo_ttft_s, sc.serving.slo_tpot_s
     if slo_t is not None or slo_p is not None:
         rates = cols["requests_per_s"]
-        p90 = cols["ttft_s"] + _wait_quantile(rates, capacity, 0.9)
+        p90 = cols["ttft_s"] + wait(rates, 0.9)
         ok = (p90 <= (slo_t if slo_t is not None else np.inf)) & (cols["tpot_s"] <= (slo_p if slo_p else np.inf))
         best = int(np.flatnonzero(ok)[-1]) if ok.any() else None
         out["slo_request_rate_per_s"] = float(rates[best]) if best is not None else 0.0

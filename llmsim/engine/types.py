@@ -154,11 +154,14 @@ class Workload:
     seq_len: int
     global_batch_size: int | None = None
     batch_size: int | str | None = None
-    input_len: int | None = None
-    output_len: int | None = None
+    input_len: int | float | None = None  # tokens; serving: the mean over the request mix
+    output_len: int | float | None = None
     kv_precision: str | None = None
     concurrency: int | None = None  # serving: requests in flight over the deployment
     request_rate_per_s: float | None = None  # serving: Poisson arrivals over the deployment
+    input_len_cv: float = 0.0  # serving: spread of the request mix (standard deviation / mean), 0: fixed
+    output_len_cv: float = 0.0
+    length_corr: float = 0.0  # correlation of a request's input and output lengths
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,18 @@ class Reliability:
 
 
 @dataclass(frozen=True)
+class Disaggregation:
+    """Prefill and decode in separate pools (``serving.disaggregation``; engine/disaggregation.py)."""
+
+    prefill_tp: int = 1
+    prefill_pp: int = 1
+    decode_tp: int = 1
+    decode_pp: int = 1
+    prefill_devices: int | None = None  # None: the split that serves most within the SLO (auto)
+    kv_transfer_free: bool = False  # what-if (and tests): the KV cache moves at no cost
+
+
+@dataclass(frozen=True)
 class Serving:
     """The serving engine's scheduler (``serving`` section; defaults and sources in spec/scenario.py)."""
 
@@ -199,6 +214,7 @@ class Serving:
     prefix_cache_hit_rate: float = 0.0
     slo_ttft_s: float | None = None  # service-level objective on time to first token
     slo_tpot_s: float | None = None  # and on time per output token
+    disaggregation: Disaggregation | None = None  # None: prefill and decode share every replica
 
 
 @dataclass(frozen=True)

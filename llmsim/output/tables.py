@@ -87,6 +87,15 @@ def print_serving(rec: dict) -> None:
         ("running per replica", (f"{fmt_number(rec['running_requests_per_replica'])} of at most "
                                 f"{rec['max_running_requests_per_replica']} (KV cache "
                                 f"{100 * rec['kv_cache_occupancy']:.0f}% full)"))]
+    if "prefill_devices" in rec:
+        rows.append(("disaggregated pools", (f"{rec['prefill_devices']} prefill (tp={rec['prefill_tp']}, "
+                                            f"{100 * rec['prefill_utilization']:.0f}% busy) + {rec['decode_devices']} "
+                                            f"decode devices (tp={rec['decode_tp']}); KV transfer "
+                                            f"{fmt_number(rec['kv_transfer_time_s'] * 1e3)} ms over "
+                                            f"{rec['kv_transfer_tier']}")))
+    if "colocated_slo_throughput_tokens_per_s_per_device" in rec:
+        rows.append(("co-located, same SLO", (f"{fmt_number(rec['colocated_slo_throughput_tokens_per_s_per_device'])}"
+                                             f" tokens/s per device (tp={rec['tp']} replicas on the same devices)")))
     if "ttft_p90_s" in rec:
         rows.append(("at a Poisson rate", (f"{fmt_number(rec['request_rate_per_s'])} requests/s, "
                                           f"{100 * rec['utilization']:.0f}% of capacity; TTFT p50/p90/p99 "

@@ -7,6 +7,7 @@ from llmsim.engine.types import (
     Accelerator,
     AttentionWindow,
     CostRates,
+    Disaggregation,
     Model,
     MoE,
     Network,
@@ -82,6 +83,26 @@ def network_values(n: NetworkSpec) -> Network:
         for t in n.tiers))
 
 
+def _lengths(w) -> dict:
+    """The workload's mean lengths (ints when they are whole, as fixed lengths are) and their spread."""
+    m = w.length_moments()
+    for key in ("input_len", "output_len"):
+        m[key] = int(m[key]) if float(m[key]).is_integer() else m[key]
+    if w.input_len is None and w.requests is None:
+        m["input_len"] = None
+    if w.output_len is None and w.requests is None:
+        m["output_len"] = None
+    return m
+
+
+def _serving(s) -> Serving:
+    d = s.disaggregation
+    pools = None if d is None else Disaggregation(
+        prefill_tp=d.prefill.tp, prefill_pp=d.prefill.pp, decode_tp=d.decode.tp, decode_pp=d.decode.pp,
+        prefill_devices=None if d.prefill_devices == "auto" else d.prefill_devices)
+    return Serving(**s.model_dump(exclude={"disaggregation"}), disaggregation=pools)
+
+
 def scenario_values(s: ScenarioSpec) -> Scenario:
     p, w = s.parallel, s.workload
     return Scenario(
@@ -97,10 +118,10 @@ def scenario_values(s: ScenarioSpec) -> Scenario:
                           moe_dispatch=p.moe_dispatch),
         workload=Workload(mode=w.mode, precision=w.precision, seq_len=w.seq_len,
                           global_batch_size=w.global_batch_size, batch_size=w.batch_size,
-                          input_len=w.input_len, output_len=w.output_len, kv_precision=w.kv_precision,
+                          **_lengths(w), kv_precision=w.kv_precision,
                           concurrency=w.concurrency, request_rate_per_s=w.request_rate_per_s),
         cost=CostRates(**s.cost.model_dump()), reliability=Reliability(**s.reliability.model_dump()),
-        serving=Serving(**s.serving.model_dump()),
+        serving=_serving(s.serving),
         names={"model": s.model.name, "accelerator": s.system.accelerator.name,
                "network": s.system.network.name},
     )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+import numpy as np
+from pydantic import Discriminator, Field, Tag, model_validator
 
-from llmsim.spec.base import MAX_DEVICES, PosInt, Strict
+from llmsim.spec.base import MAX_DEVICES, PosFloat, PosInt, Strict
 from llmsim.spec.hardware import AcceleratorSpec, NetworkSpec
 from llmsim.spec.model import ModelSpec
 
@@ -58,30 +59,75 @@ class ParallelSpec(Strict):
         return self
 
 
+class LengthSpread(Strict):
+    """A length as a distribution: its mean and coefficient of variation (standard deviation / mean)."""
+
+    mean: PosFloat
+    cv: float = Field(default=0.0, ge=0, le=100)  # 0: every request has the mean
+
+
+def _length_kind(value) -> str:
+    return "spread" if isinstance(value, (dict, LengthSpread)) else "tokens"
+
+
+# a number of tokens or a {mean, cv} mapping (the tag names the branch, so errors speak of the one given)
+Length = Annotated[Annotated[PosInt, Tag("tokens")] | Annotated[LengthSpread, Tag("spread")],
+                   Discriminator(_length_kind)]
+
+
 class WorkloadSpec(Strict):
     mode: Literal["training", "inference", "serving"] = "training"
     precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"] = "bf16"
     seq_len: PosInt = 2048
     global_batch_size: PosInt | None = None  # sequences per optimizer step (training)
     batch_size: PosInt | Literal["max"] | None = None  # concurrent sequences (inference)
-    input_len: PosInt | None = None
-    output_len: PosInt | None = None
+    input_len: Length | None = None  # tokens, or {mean, cv} (serving)
+    output_len: Length | None = None
+    # serving: the request mix as (input, output) token pairs, equally likely (instead of the two lengths)
+    requests: list[tuple[PosInt, PosInt]] | None = Field(default=None, min_length=1, max_length=100_000)
     kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] | None = None
     concurrency: PosInt | None = None  # serving: requests in flight over the deployment (closed loop)
     request_rate_per_s: float | None = Field(default=None, gt=0)  # serving: Poisson arrivals (open loop)
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadSpec:
+        if self.requests is not None and (self.input_len is not None or self.output_len is not None):
+            raise ValueError("requests: give either the (input, output) pairs or input_len and output_len")
+        if self.requests is not None and self.mode != "serving":
+            raise ValueError("requests: a request mix needs mode serving (static batches have fixed lengths)")
+        for key in ("input_len", "output_len"):
+            if isinstance(getattr(self, key), LengthSpread) and self.mode != "serving":
+                raise ValueError(f"{key}: a length distribution needs mode serving (static batches have "
+                                 "fixed lengths)")
         if self.mode == "training" and self.global_batch_size is None:
             raise ValueError("training needs global_batch_size (sequences per optimizer step)")
-        if self.mode in ("inference", "serving") and (self.input_len is None or self.output_len is None):
+        if self.mode in ("inference", "serving") and self.requests is None and (
+                self.input_len is None or self.output_len is None):
             raise ValueError(f"{self.mode} needs input_len and output_len (tokens per sequence)")
         if self.mode == "serving" and (self.concurrency is None) == (self.request_rate_per_s is None):
             raise ValueError("serving needs one of concurrency (requests in flight over the deployment) and "
                              "request_rate_per_s (Poisson arrivals)")
-        if self.mode == "serving" and self.output_len < 2:
+        if self.mode == "serving" and self.length_moments()["output_len"] < 2:
             raise ValueError("serving needs output_len of at least 2 (a first token and a decode step)")
         return self
+
+    def length_moments(self) -> dict:
+        """Mean input and output lengths (tokens), their coefficients of variation and their correlation:
+        fixed lengths have cv 0; {mean, cv} lengths are independent; a list of pairs gives its own
+        (population moments, each pair equally likely)."""
+        if self.requests is not None:
+            a = np.asarray(self.requests, dtype=float)
+            mean, sd = a.mean(axis=0), a.std(axis=0)
+            corr = float(np.corrcoef(a.T)[0, 1]) if (sd > 0).all() else 0.0
+            return {"input_len": float(mean[0]), "output_len": float(mean[1]), "input_len_cv": float(sd[0] / mean[0]),
+                    "output_len_cv": float(sd[1] / mean[1]), "length_corr": corr}
+        out = {"length_corr": 0.0}
+        for key in ("input_len", "output_len"):
+            v = getattr(self, key)
+            spread = isinstance(v, LengthSpread)
+            out[key] = v.mean if spread else (v or 0)
+            out[f"{key}_cv"] = v.cv if spread else 0.0
+        return out
 
 
 class CostSpec(Strict):
@@ -125,6 +171,24 @@ class ReliabilitySpec(Strict):
     restart_s: float = Field(default=600.0, ge=0)
 
 
+class PoolSpec(Strict):
+    """One pool of a disaggregated deployment: the split of each of its replicas."""
+
+    tp: Degree = 1
+    pp: Degree = 1
+
+
+class DisaggregationSpec(Strict):
+    """Prefill and decode on separate pools of replicas (DistServe, Zhong et al. 2024, arXiv 2401.09670;
+    Splitwise, Patel et al. 2024, ISCA; Mooncake; NVIDIA Dynamo), each request's KV cache sent between them."""
+
+    prefill: PoolSpec = PoolSpec()
+    decode: PoolSpec = PoolSpec()
+    # devices of the prefill pool, the decode pool gets the rest of system.num_devices; auto: the split
+    # (in whole replicas) that serves most within the SLO (without one: the highest throughput)
+    prefill_devices: Degree | Literal["auto"] = "auto"
+
+
 class ServingSpec(Strict):
     """The serving engine's scheduler; every default has its source."""
 
@@ -142,6 +206,7 @@ class ServingSpec(Strict):
     # throughput there (with fixed lengths every request sees the modelled value, so a p90 bound is this)
     slo_ttft_s: float | None = Field(default=None, gt=0)
     slo_tpot_s: float | None = Field(default=None, gt=0)
+    disaggregation: DisaggregationSpec | None = None  # none: every replica prefills and decodes
 
 
 class SystemSpec(Strict):
@@ -176,7 +241,9 @@ class ScenarioSpec(Strict):
             tokens, what = (w.global_batch_size or 1) * w.seq_len, "global_batch_size x seq_len"
         else:
             batch = w.batch_size if isinstance(w.batch_size, int) else 1
-            tokens, what = batch * ((w.input_len or 0) + (w.output_len or 0)), "batch_size x (input_len + output_len)"
+            lengths = w.length_moments()
+            tokens = batch * (lengths["input_len"] + lengths["output_len"])
+            what = "batch_size x (input_len + output_len)"
         if tokens * self.model.hidden * self.model.layers * 64 > 2**63:
             raise ValueError(f"workload: {what} = {tokens:,} tokens is too many for model '{self.model.name}' "
                              "(its bytes overflow 64-bit integers)")

@@ -11,6 +11,8 @@ from pydantic import BaseModel, ValidationError
 from llmsim.spec.errors import SpecError
 from llmsim.spec.yamlio import Document
 
+UNION_TAGS = ("tokens", "spread")  # discriminated unions' branch names (scenario.Length): not keys
+
 
 def validate(cls: type[BaseModel], data: Any, doc: Document, prefix: tuple = ()) -> BaseModel:
     """Validate ``data`` (found at ``prefix`` inside ``doc``) as ``cls``, or raise a SpecError."""
@@ -26,7 +28,7 @@ def validate(cls: type[BaseModel], data: Any, doc: Document, prefix: tuple = ())
 
 
 def to_spec_error(err: ValidationError, cls: type[BaseModel], doc: Document, prefix: tuple = ()) -> SpecError:
-    errors = err.errors(include_url=False)
+    errors = [{**e, "loc": tuple(p for p in e["loc"] if p not in UNION_TAGS)} for e in err.errors(include_url=False)]
     first = errors[0]
     branch = _union_branch(first["loc"])
     if branch is not None:  # a value of a union (a number or "auto"): every alternative's complaint, once
@@ -97,6 +99,8 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _model_in(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType, list, tuple):
         for arg in typing.get_args(annotation):
             found = _model_in(arg)

@@ -46,6 +46,8 @@ def record(sc) -> dict:
     if w.mode == "serving":
         from llmsim.engine.split import resolve_split
 
+        if sc.serving.disaggregation is not None:
+            return _disaggregated_record(sc)
         sp = resolve_split(sc).as_column()
         if w.request_rate_per_s is not None:
             return _open_loop_record(sc, sp)
@@ -83,6 +85,39 @@ def _open_loop_record(sc, sp) -> dict:
                                       np.array([w.output_len]), np.array([out["concurrency"]])))
     row = {**inputs, "request_rate_per_s": w.request_rate_per_s, **out}
     row.update(_cost_columns(sc, float(out["throughput_tokens_per_s"])))
+    return row
+
+
+def _disaggregated_record(sc) -> dict:
+    """One serving point of separate prefill and decode pools (engine.disaggregation), with its input and
+    cost columns; with an SLO, the SLO goodput of the scenario's own split co-located on the same devices
+    beside it (``colocated_slo_throughput_tokens_per_s_per_device``)."""
+    import dataclasses
+
+    from llmsim.engine.columns import first_row
+    from llmsim.engine.disaggregation import disaggregated_point
+    from llmsim.engine.split import resolve_split
+
+    w = sc.workload
+    out = disaggregated_point(sc)
+    d = sc.serving.disaggregation
+    split = {"num_devices": np.array([sc.num_devices]), "tp": np.array([d.decode_tp]), "pp": np.array([d.decode_pp]),
+             "dp": np.array([out["decode_replicas"]]), "cp": np.array([1]), "ep": np.array([1])}
+    row = {**first_row(serving_inputs(sc, split, np.array([w.input_len]), np.array([w.output_len]),
+                                      np.array([out["concurrency"]]))), **out}
+    row.update(_cost_columns(sc, float(out["throughput_tokens_per_s"])))
+    if "slo_throughput_tokens_per_s_per_device" in out:
+        colocated = dataclasses.replace(sc, serving=dataclasses.replace(sc.serving, disaggregation=None))
+        sp = resolve_split(colocated).as_column()
+        if w.request_rate_per_s is not None:
+            from llmsim.engine.serving import open_loop
+
+            slo = open_loop(colocated, sp, w.request_rate_per_s, w.input_len, w.output_len, sc.num_devices)
+        else:
+            from llmsim.engine.serving import slo_capacity
+
+            slo = slo_capacity(colocated, sp, w.input_len, w.output_len, sc.num_devices)
+        row["colocated_slo_throughput_tokens_per_s_per_device"] = slo["slo_throughput_tokens_per_s_per_device"]
     return row
 
 
@@ -178,12 +213,19 @@ def serving_inputs(sc, n: dict, input_len, output_len, concurrency) -> dict:
     """The input columns of serving rows (as ``inference_inputs``, with the concurrency)."""
     cols = inference_inputs(sc, n, input_len, output_len, concurrency)
     cols["concurrency"] = cols.pop("batch_size")
+    const, w = _const(len(n["tp"])), sc.workload
+    cols.update(input_len_cv=const(w.input_len_cv), output_len_cv=const(w.output_len_cv))
     return cols
 
 
 def serving_record(sc, split, num_devices, concurrency, input_len, output_len) -> dict:
     """Input, engine and cost columns (arrays) of the valid serving splits ``split`` of ``sc``."""
+    from llmsim.engine.errors import DesignError
     from llmsim.engine.serving import serving_columns
+
+    if sc.serving.disaggregation is not None:  # estimate takes it (_disaggregated_record), sweeps not yet
+        raise DesignError("sweeps do not evaluate disaggregated pools yet: use llmsim estimate",
+                          path="serving.disaggregation")
 
     cols = serving_inputs(sc, _split_inputs(split, num_devices), input_len, output_len, concurrency)
     cols.update(serving_columns(sc, split, concurrency, input_len, output_len, num_devices))

@@ -152,3 +152,27 @@ def test_the_operator_view_refuses_serving_with_one_line():
     r = run_cli("estimate", "--mode", "serving", "--model", "llama3-8b", "--devices", "1", "--tp", "1", "--pp", "1",
                 "--input-len", "128", "--output-len", "16", "--concurrency", "4", "--ops")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--mode inference" in r.stderr
+
+
+def test_search_ranks_serving_splits_by_cost_at_the_slo():
+    # llmsim search on a serving scenario with an SLO: tp x pp x ep splits of 16 devices (dp fills them),
+    # ranked by slo_cost_per_million_tokens_usd, smallest first; each row's figure is its cost per hour
+    # over the SLO goodput: $/h / (tokens/s/device x 16 x 3600 s/h) x 1e6
+    import json
+
+    from conftest import run_cli
+
+    r = run_cli("search", "--model", "llama3-70b", "--devices", "16", "--precision", "fp8",
+                "--set", "workload.mode=serving", "--set", "workload.concurrency=64",
+                "--set", "workload.input_len=2048", "--set", "workload.output_len=256",
+                "--set", "serving.slo_ttft_s=2", "--set", "serving.slo_tpot_s=0.05",
+                "--top", "20", "--jobs", "1", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert len(rows) >= 5 and all(x["tp"] * x["pp"] * x["dp"] == 16 for x in rows)
+    costs = [x["slo_cost_per_million_tokens_usd"] for x in rows]
+    assert costs == sorted(costs)
+    for x in rows:
+        assert x["slo_cost_per_million_tokens_usd"] == pytest.approx(
+            x["cost_per_hour_usd"] / (x["slo_throughput_tokens_per_s_per_device"] * 16 * 3600) * 1e6)
+        assert x["slo_throughput_tokens_per_s_per_device"] >= 0

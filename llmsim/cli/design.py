@@ -145,13 +145,16 @@ def search_cmd(
     seq_len: int | None = SEQ_LEN,
     precision: str | None = PRECISION,
     set_: list[str] = SET,
-    objective: str = typer.Option("tokens_per_s", "--objective", help="Output column to rank by."),
+    objective: str | None = typer.Option(None, "--objective", help="Output column to rank by (default: tokens_per_s "
+                                         "for training; serving with an SLO: slo_cost_per_million_tokens_usd, "
+                                         "smallest first; otherwise throughput_tokens_per_s_per_device)."),
     minimize: bool = typer.Option(False, "--minimize", help="Smaller is better (e.g. cost_per_million_tokens_usd)."),
     top: int = typer.Option(10, "--top", min=1, help="How many splits to show."),
     jobs: int = typer.Option(-1, "--jobs", help="Worker processes (-1: all cores)."),
     fmt: Format = typer.Option(Format.table, "--format", help="table, csv or json."),
 ) -> None:
-    """Search every feasible training split (tp, pp, microbatch, recompute, ZeRO) and show the best."""
+    """Search every feasible split and show the best: training (tp, pp, ep, cp, microbatch, recompute, ZeRO) or
+    serving (tp, pp, ep; replicas fill the devices; with an SLO, ranked by cost per million tokens at it)."""
     from llmsim.output.writers import emit, frame_records
     from llmsim.study import records as est
     from llmsim.study import search as se
@@ -164,7 +167,11 @@ def search_cmd(
     reg = registry(ctx)
     sc = est.load(scenario, reg, overrides)
     base = se.base_of(scenario, est.DEFAULT_SCENARIO, overrides, reg)
-    spec = se.search_spec(base, str(scenario or est.DEFAULT_SCENARIO), sc, objective, not minimize)
+    if objective is None:
+        objective, maximize = se.default_objective(sc)
+    else:
+        maximize = not minimize
+    spec = se.search_spec(base, str(scenario or est.DEFAULT_SCENARIO), sc, objective, maximize)
     sw.check_columns(spec)
     sys.stderr.write(f"llmsim search: {spec.size:,} splits\n")
     dirs = preset_dirs(ctx)
@@ -176,10 +183,10 @@ def search_cmd(
     if fmt is not Format.table:
         emit(rows, fmt.value, sw.columns(frame))
         return
-    cols = list(dict.fromkeys([*se.SHOWN, objective]))
+    cols = list(dict.fromkeys([*se.shown(sc), objective]))
     emit(rows, "table", cols, title=f"Best {len(rows)} splits of {rows[0]['model']} on {rows[0]['num_devices']} x "
          f"{rows[0]['accelerator']} by {objective}", headers={"microbatch_size": "mb", "zero_stage": "ZeRO",
-                                                             "memory_per_device_gb": "mem GB"})
+                                                             "memory_per_device_gb": "mem GB", **se.HEADERS})
 
 
 def cost_cmd(

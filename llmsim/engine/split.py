@@ -54,6 +54,11 @@ class Split:
         return np.where(self.ep_folded, self.tp * self.cp * self.dp // np.maximum(self.expert_tp * self.ep, 1),
                         classic)
 
+    def row(self, i: int) -> Split:
+        """Row ``i`` of a column of splits, as a column of one row."""
+        pick = lambda v: v[i:i + 1] if np.ndim(v) else (None if v is None else np.array([v]))
+        return Split(**{f: pick(getattr(self, f)) for f in Split.__dataclass_fields__})
+
     def as_column(self) -> Split:
         """This one split as a column of one row (what the array engine takes)."""
         return Split(**{f: np.array([getattr(self, f)]) for f in Split.__dataclass_fields__})

@@ -47,10 +47,10 @@ def record(sc) -> dict:
         from llmsim.engine.split import resolve_split
 
         if sc.serving.disaggregation is not None:
-            return _disaggregated_record(sc)
+            return with_slo_cost(_disaggregated_record(sc))
         sp = resolve_split(sc).as_column()
         if w.request_rate_per_s is not None:
-            return _open_loop_record(sc, sp)
+            return with_slo_cost(_open_loop_record(sc, sp))
         cols = serving_record(sc, sp, np.array([sc.num_devices]), np.array([w.concurrency]),
                               np.array([w.input_len]), np.array([w.output_len]))
         row = first_row(cols)
@@ -58,7 +58,7 @@ def record(sc) -> dict:
             from llmsim.engine.serving import slo_capacity
 
             row.update(slo_capacity(sc, sp, w.input_len, w.output_len, sc.num_devices))
-        return row
+        return with_slo_cost(row)
     if w.mode == "inference":
         from llmsim.engine.inference import inference_point
 
@@ -230,6 +230,30 @@ def serving_record(sc, split, num_devices, concurrency, input_len, output_len) -
     cols = serving_inputs(sc, _split_inputs(split, num_devices), input_len, output_len, concurrency)
     cols.update(serving_columns(sc, split, concurrency, input_len, output_len, num_devices))
     cols.update(_cost_columns(sc, cols["throughput_tokens_per_s"], num_devices))
+    if sc.serving.slo_ttft_s is not None or sc.serving.slo_tpot_s is not None:
+        cols.update(_slo_columns(sc, split, num_devices, input_len, output_len))
+    return with_slo_cost(cols)
+
+
+def _slo_columns(sc, split, num_devices, input_len, output_len) -> dict:
+    """The SLO capacity (engine.serving.slo_capacity) of each row: a concurrency search per split, so a
+    sweep with an SLO costs more per point than one without."""
+    from llmsim.engine.serving import slo_capacity
+
+    n = len(np.atleast_1d(split.tp))
+    at = lambda v, i: int(np.broadcast_to(v, (n,))[i])
+    rows = [slo_capacity(sc, split.row(i), at(input_len, i), at(output_len, i), at(num_devices, i)) for i in range(n)]
+    return {k: np.array([r[k] for r in rows]) for k in rows[0]} if rows else {}
+
+
+def with_slo_cost(cols: dict) -> dict:
+    """``cols`` (a row or arrays) with, when an SLO was given, ``slo_cost_per_million_tokens_usd``: the
+    system's cost per hour over the output tokens it serves at the highest load that meets the SLO (NaN
+    when no load meets it)."""
+    if "slo_throughput_tokens_per_s_per_device" in cols:
+        rate = np.asarray(cols["slo_throughput_tokens_per_s_per_device"], dtype=float) * cols["num_devices"]
+        cost = np.asarray(cols["cost_per_hour_usd"]) / (np.where(rate > 0, rate, np.nan) * 3600) * 1e6
+        cols["slo_cost_per_million_tokens_usd"] = cost if np.ndim(cost) else float(cost)
     return cols
 
 

@@ -1,4 +1,8 @@
-"""`llmsim search`: every feasible training split of a scenario, best first (a generated sweep).
+"""`llmsim search`: every feasible split of a scenario, best first (a generated sweep).
+
+Serving and inference scenarios search tp, pp and ep; the replicas (dp) fill the devices. With an SLO
+(``serving.slo_ttft_s`` / ``slo_tpot_s``) the default ranking is the cost per million tokens at the
+highest load that meets it: the goodput per dollar.
 
 Searched: tp (powers of two within the scale-up domain that divide the heads), pp (divisors of the
 device count up to the layer count), ep (powers of two dividing the expert count, MoE models only), cp
@@ -24,6 +28,31 @@ ZERO = (0, 1, 2, 3)
 VIRTUAL_STAGES = (1, 2, 4, 8)  # virtual_stages: auto in a searched scenario
 SHOWN = ["tp", "pp", "dp", "ep", "cp", "microbatch_size", "recompute", "zero_stage", "step_time_s", "tokens_per_s",
          "mfu", "memory_per_device_gb", "cost_per_million_tokens_usd"]
+SHOWN_SERVING = ["tp", "pp", "dp", "ep", "ttft_s", "tpot_s", "throughput_tokens_per_s_per_device",
+                 "memory_per_device_gb", "cost_per_million_tokens_usd"]
+SHOWN_SLO = ["slo_throughput_tokens_per_s_per_device", "slo_cost_per_million_tokens_usd"]
+HEADERS = {"ttft_s": "TTFT s", "tpot_s": "TPOT s", "throughput_tokens_per_s_per_device": "tok/s/dev",
+           "cost_per_million_tokens_usd": "$/Mtok", "slo_throughput_tokens_per_s_per_device": "SLO tok/s/dev",
+           "slo_cost_per_million_tokens_usd": "SLO $/Mtok"}
+
+
+def default_objective(sc) -> tuple[str, bool]:
+    """(column, maximize) a search ranks by when none is given: training tokens/s; serving with an SLO the
+    cost per million tokens at the highest load meeting it (goodput per dollar), without one throughput
+    per device; a static inference batch throughput per device."""
+    if sc.workload.mode == "training":
+        return "tokens_per_s", True
+    if sc.workload.mode == "serving" and (sc.serving.slo_ttft_s is not None or sc.serving.slo_tpot_s is not None):
+        return "slo_cost_per_million_tokens_usd", False
+    return "throughput_tokens_per_s_per_device", True
+
+
+def shown(sc) -> list[str]:
+    """The table columns of a search of ``sc``."""
+    if sc.workload.mode == "training":
+        return SHOWN
+    slo = sc.workload.mode == "serving" and (sc.serving.slo_ttft_s is not None or sc.serving.slo_tpot_s is not None)
+    return SHOWN_SERVING + (SHOWN_SLO if slo else [])
 
 
 def search_spec(base: dict, source: str, sc, objective: str, maximize: bool) -> SweepSpec:
@@ -38,6 +67,9 @@ def search_spec(base: dict, source: str, sc, objective: str, maximize: bool) -> 
     cps = tuple(c for c in CPS if c <= n) if sc.workload.seq_len >= CP_MIN_SEQ else (1,)
     data = copy.deepcopy(base)
     data.setdefault("parallel", {}).pop("dp", None)  # derived for each split
+    if sc.workload.mode != "training":  # serving: the model split and the replicas (dp) it leaves
+        axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps))
+        return SweepSpec(source, data, axes, (), (), (), ((objective, maximize),))
     axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps),
             (("parallel", "cp"), cps),
             (("parallel", "microbatch_size"), MICROBATCHES), (("parallel", "recompute"), RECOMPUTE),

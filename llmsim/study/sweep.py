@@ -90,15 +90,25 @@ def _numeric(rows, col: str):
 
 
 @functools.cache
-def _record_columns(mode: str) -> tuple[str, ...]:
-    """The columns of one ``mode`` point (the bundled default scenario's, evaluated)."""
+def _record_columns(mode: str, slo: bool = False) -> tuple[str, ...]:
+    """The columns of one ``mode`` point (the bundled default scenario's, evaluated; ``slo``: serving
+    with a service-level objective, which adds the SLO columns)."""
     from llmsim.spec.presets import PresetRegistry
     from llmsim.study.records import load, record
 
     lengths = ["workload.input_len=128", "workload.output_len=16"]
     overrides = {"training": [], "inference": ["workload.mode=inference", "workload.batch_size=1", *lengths],
-                 "serving": ["workload.mode=serving", "workload.concurrency=1", *lengths]}[mode]
+                 "serving": ["workload.mode=serving", "workload.concurrency=1", *lengths,
+                             *(["serving.slo_tpot_s=1"] if slo else [])]}[mode]
     return tuple(record(load(None, PresetRegistry(), overrides)))
+
+
+def _has_slo(spec: SweepSpec) -> bool:
+    """Whether some point of the sweep serves under an SLO (in its base or on an axis)."""
+    serving = spec.base.get("serving")
+    keys = ("slo_ttft_s", "slo_tpot_s")
+    in_base = isinstance(serving, dict) and any(serving.get(k) is not None for k in keys)
+    return in_base or any(path == ("serving", k) for path, _ in spec.axes for k in keys)
 
 
 def expected_columns(spec: SweepSpec) -> list[str]:
@@ -110,7 +120,7 @@ def expected_columns(spec: SweepSpec) -> list[str]:
     modes |= {row[i] for i, path in enumerate(spec.zip_paths) if path == ("workload", "mode") for row in spec.zip_rows}
     names = ["point"]
     for mode in sorted(m for m in modes if m in ("training", "inference", "serving")):
-        names += [c for c in _record_columns(mode) if c not in names]
+        names += [c for c in _record_columns(mode, mode == "serving" and _has_slo(spec)) if c not in names]
     names += compare_columns(spec.compare) if spec.compare else []
     return names + (["pareto_rank"] if spec.objectives else []) + ["infeasible_reason"]
 

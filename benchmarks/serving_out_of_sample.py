@@ -1,5 +1,6 @@
-"""Published serving measurements held against `llmsim estimate --mode serving`, out of sample (none of
-them is in the calibration set yet).
+"""Published serving measurements held against `llmsim estimate --mode serving`, out of sample (one
+of them, NIM's concurrency-1 point, is also a batch-1 decode record of the calibration set,
+llmsim/data/decode_latency_runs.yaml).
 
     python benchmarks/serving_out_of_sample.py            # table on stdout
     python benchmarks/serving_out_of_sample.py --csv      # one row per record

@@ -31,6 +31,8 @@ from llmsim.validation.runs import Case
 
 DIGITS = 4
 FILE_VERSION = 1
+# fitted constants that only the compute model reads (engine/compute.py), never the network's collectives
+COMPUTE_ONLY = frozenset({"KERNEL_EFFICIENCY", "KERNEL_OVERHEAD_S", "INFERENCE_KERNEL_OVERHEAD_S"})
 LOSS_SCALE = 0.1  # log error (about 10%) beyond which a record counts linearly, not quadratically
 TOLERANCE = 1e-5  # relative change of the constants (on their bounds' scale) or of the cost that ends a fit
 
@@ -41,15 +43,20 @@ def constants(values: dict[str, float]) -> Iterator[None]:
     from llmsim.engine.network import clear_caches
 
     old = {k: getattr(cal, k) for k in values}
+    # no remembered result may outlive the constants it was computed with; the network's caches (collective
+    # times, paths) read only the network constants, so a change of the compute ones keeps them
+    network = any(k not in COMPUTE_ONLY for k in values)
     try:
         for k, v in values.items():
             setattr(cal, k, float(v))
-        clear_caches()  # no remembered result may outlive the constants it was computed with
+        if network:
+            clear_caches()
         yield
     finally:
         for k, v in old.items():
             setattr(cal, k, v)
-        clear_caches()
+        if network:
+            clear_caches()
 
 
 def predictions(items: list[Case], values: dict[str, float]) -> np.ndarray:

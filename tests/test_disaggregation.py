@@ -128,3 +128,19 @@ def test_a_pool_that_does_not_fit_is_a_one_line_error_naming_the_file_and_key(tm
     assert_spec_error(tmp_path, "model: llama3-70b\nsystem: {accelerator: h100-sxm, num_devices: 16, network: "
                       "dgx-h100}\nparallel: {tp: 8}\nworkload: {mode: serving, precision: fp8, input_len: 1024, "
                       f"output_len: 256, concurrency: 8}}\nserving:\n  disaggregation: {pools}\n", key)
+
+
+@pytest.mark.parametrize("load", ["workload.concurrency=1", "workload.request_rate_per_s=0.01",
+                                  "workload.request_rate_per_s=100"])
+def test_light_load_has_the_unloaded_latencies(registry, load):
+    # below the lowest rate of the pool curves (1e-3 of capacity) the latencies are the unloaded ones and
+    # the load follows from Little's law: TTFT positive, no larger than its p90, E2E = TTFT + (O - 1) TPOT
+    # (found by review: one request in flight gave a negative TTFT from an extrapolated rate)
+    sc = est.load(None, registry, ["model=llama3-8b", "system.num_devices=256", "parallel.tp=1", "parallel.pp=1",
+                                   "workload.mode=serving", "workload.input_len=128", "workload.output_len=4096",
+                                   "serving.disaggregation={prefill: {tp: 1}, decode: {tp: 1}, prefill_devices: 8}",
+                                   load])
+    out = disaggregated_point(sc)
+    assert out["ttft_s"] > 0 and out["ttft_s"] <= out.get("ttft_p90_s", out["ttft_s"])
+    assert out["e2e_latency_s"] == pytest.approx(out["ttft_s"] + 4095 * out["tpot_s"], rel=0.02)
+    assert out["concurrency"] == pytest.approx(out["requests_per_s"] * out["e2e_latency_s"], rel=1e-9)

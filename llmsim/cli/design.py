@@ -169,6 +169,7 @@ def search_cmd(
     base = se.base_of(scenario, est.DEFAULT_SCENARIO, overrides, reg)
     if objective is None:
         objective, maximize = se.default_objective(sc)
+        maximize = maximize and not minimize
     else:
         maximize = not minimize
     spec = se.search_spec(base, str(scenario or est.DEFAULT_SCENARIO), sc, objective, maximize)

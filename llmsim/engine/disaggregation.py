@@ -183,21 +183,24 @@ def disaggregated_point(sc: Scenario) -> dict:
     poisson = w.request_rate_per_s is not None
     c = best_split(sc, poisson)
     rates = c["rate"]
+    # below the lowest rate evaluated the curves hold their unloaded values (np.interp clamps), and the
+    # rate follows from Little's law at that latency
     if poisson:
         x = min(w.request_rate_per_s, c["capacity"])
         at = lambda k: float(np.interp(x, rates, c[k]))
-        n = at("concurrency")
         queue = 0.0  # Poisson waits are in the percentiles
+        n = x * at("e2e_latency_s")
     else:
         n = float(w.concurrency)
-        x = float(np.interp(n, c["concurrency"], rates))
+        x = (n / float(c["e2e_latency_s"][0]) if n <= c["concurrency"][0]
+             else float(np.interp(n, c["concurrency"], rates)))
         at = lambda k: float(np.interp(x, rates, c[k]))
         queue = max(n / x - at("e2e_latency_s"), 0.0)  # beyond the capacity
     tpot, running = at("tpot_s"), at("running_requests_per_replica")
-    e2e = n / x
+    e2e = at("e2e_latency_s") + queue
     kv_used = running * c["kv_per_seq_bytes"]
     out = {
-        "dp": c["decode_replicas"], "ttft_s": e2e - (osl - 1) * tpot, "tpot_s": tpot, "e2e_latency_s": e2e,
+        "dp": c["decode_replicas"], "ttft_s": at("ttft_s") + queue, "tpot_s": tpot, "e2e_latency_s": e2e,
         "queueing_delay_s": queue, "requests_per_s": x, "throughput_tokens_per_s": x * osl,
         "throughput_tokens_per_s_per_device": x * osl / n_dev, "tokens_per_s_per_user": 1.0 / tpot,
         "running_requests_per_replica": running,

@@ -90,7 +90,8 @@ def _checks(sc: Scenario, a: dict, dp, ep_in_tp, folds) -> list[tuple]:
     inner = tp * pp * cp
     experts = m.moe.experts if m.moe else 1
     slots = m.layers + extra_stages(sc)  # embedding and loss counted as pipeline layers (Megatron-LM)
-    seq = w.seq_len if w.mode == "training" else (w.input_len or w.seq_len)
+    # serving's mean prompt may be fractional (a request mix): cp splits its tokens rounded up
+    seq = w.seq_len if w.mode == "training" else int(np.ceil(w.input_len or w.seq_len))
     per_step = dp * mb
     out = [
         (n % inner != 0, lambda i: f"num_devices ({n[i]}) is not divisible by tp*pp*cp "

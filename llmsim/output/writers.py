@@ -118,7 +118,9 @@ def tidy(frame, columns: list[str]):
     out = frame.reindex(columns=columns)
     for c in INT_COLUMNS:
         if c in out and out[c].dtype.kind in "fO":
-            out[c] = pd.to_numeric(out[c], errors="coerce").astype("Int64")
+            values = pd.to_numeric(out[c], errors="coerce")
+            if (values.dropna() % 1 == 0).all():  # a request mix's mean length may be fractional: kept
+                out[c] = values.astype("Int64")
     return out
 
 

@@ -226,6 +226,9 @@ def serving_record(sc, split, num_devices, concurrency, input_len, output_len) -
     if sc.serving.disaggregation is not None:  # estimate takes it (_disaggregated_record), sweeps not yet
         raise DesignError("sweeps do not evaluate disaggregated pools yet: use llmsim estimate",
                           path="serving.disaggregation")
+    if sc.workload.request_rate_per_s is not None:  # estimate takes it (_open_loop_record), sweeps not yet
+        raise DesignError("sweeps and search take workload.concurrency; a request rate is evaluated by "
+                          "llmsim estimate", path="workload.request_rate_per_s")
 
     cols = serving_inputs(sc, _split_inputs(split, num_devices), input_len, output_len, concurrency)
     cols.update(serving_columns(sc, split, concurrency, input_len, output_len, num_devices))
@@ -241,8 +244,9 @@ def _slo_columns(sc, split, num_devices, input_len, output_len) -> dict:
     from llmsim.engine.serving import slo_capacity
 
     n = len(np.atleast_1d(split.tp))
-    at = lambda v, i: int(np.broadcast_to(v, (n,))[i])
-    rows = [slo_capacity(sc, split.row(i), at(input_len, i), at(output_len, i), at(num_devices, i)) for i in range(n)]
+    at = lambda v, i: np.broadcast_to(v, (n,))[i].item()
+    rows = [slo_capacity(sc, split.row(i), at(input_len, i), at(output_len, i), int(at(num_devices, i)))
+            for i in range(n)]
     return {k: np.array([r[k] for r in rows]) for k in rows[0]} if rows else {}
 
 

@@ -108,7 +108,11 @@ def _has_slo(spec: SweepSpec) -> bool:
     serving = spec.base.get("serving")
     keys = ("slo_ttft_s", "slo_tpot_s")
     in_base = isinstance(serving, dict) and any(serving.get(k) is not None for k in keys)
-    return in_base or any(path == ("serving", k) for path, _ in spec.axes for k in keys)
+    on_axis = any(path == ("serving", k) and any(v is not None for v in values)
+                  for path, values in spec.axes for k in keys)
+    zipped = any(path == ("serving", k) and any(row[i] is not None for row in spec.zip_rows)
+                 for i, path in enumerate(spec.zip_paths) for k in keys)
+    return in_base or on_axis or zipped
 
 
 def expected_columns(spec: SweepSpec) -> list[str]:

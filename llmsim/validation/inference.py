@@ -33,8 +33,6 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
         raise Skip(f"precision {p.get('precision')} not modelled")
     # NVIDIA ModelOpt FP8/FP4 checkpoints quantise the KV cache to FP8 (hf_quant_config kv_cache_quant_algo)
     kv = "fp8" if precision in ("fp8", "fp4") else precision
-    if kv != precision:
-        notes.append("FP8 KV cache (ModelOpt checkpoint)")
     tp, pp = p.get("tp") or 1, p.get("pp") or 1
     ep = p.get("ep") or 1
     parallel = {"tp": tp, "pp": pp, "ep": ep, "dp": hw["count"] // (tp * pp), "sequence_parallel": False}
@@ -47,7 +45,11 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
                              "seq_len": w["isl"] + w["osl"]}}
     notes.append(f"static batch of {batch} (as published)" if batch != "max"
                  else "batch = largest that fits (offline max throughput)")
-    return apply_recipe(scenario, rec["id"], notes), notes
+    scenario = apply_recipe(scenario, rec["id"], notes)
+    final = scenario["workload"]
+    if final["kv_precision"] == "fp8" and final["precision"] != "fp8":
+        notes.insert(0, "FP8 KV cache (ModelOpt checkpoint)")
+    return scenario, notes
 
 
 def measured_per_device(rec: dict) -> tuple[float, str]:

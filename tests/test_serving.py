@@ -160,8 +160,6 @@ def test_search_ranks_serving_splits_by_cost_at_the_slo():
     # over the SLO goodput: $/h / (tokens/s/device x 16 x 3600 s/h) x 1e6
     import json
 
-    from conftest import run_cli
-
     r = run_cli("search", "--model", "llama3-70b", "--devices", "16", "--precision", "fp8",
                 "--set", "workload.mode=serving", "--set", "workload.concurrency=64",
                 "--set", "workload.input_len=2048", "--set", "workload.output_len=256",
@@ -176,3 +174,24 @@ def test_search_ranks_serving_splits_by_cost_at_the_slo():
         assert x["slo_cost_per_million_tokens_usd"] == pytest.approx(
             x["cost_per_hour_usd"] / (x["slo_throughput_tokens_per_s_per_device"] * 16 * 3600) * 1e6)
         assert x["slo_throughput_tokens_per_s_per_device"] >= 0
+
+
+def test_a_serving_sweep_may_vary_the_output_length(tmp_path, registry):
+    # the group check used 1 as the placeholder of every varied count, and a serving output needs two
+    # tokens, so every row was infeasible (found in review); each row must be estimate's point
+    from llmsim.spec.sweep import load_sweep
+    from llmsim.study.records import load, record
+    from llmsim.study.sweep import run
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("base:\n  model: llama3-8b\n  system: {accelerator: h100-sxm, network: dgx-h100, num_devices: 8}\n"
+                    "  parallel: {tp: 1, pp: 1}\n  workload: {mode: serving, precision: bf16, concurrency: 16, "
+                    "input_len: 512, output_len: 128}\ngrid:\n  workload.output_len: [64, 128]\nkeep: all\n")
+    rows = run(load_sweep(spec), (), 1)
+    assert rows["infeasible_reason"].isna().all() and sorted(rows["output_len"]) == [64, 128]
+    for _, row in rows.iterrows():
+        alone = record(load(None, registry, ["model=llama3-8b", "system.num_devices=8", "parallel.tp=1",
+                                             "parallel.pp=1", "workload.mode=serving", "workload.precision=bf16",
+                                             "workload.concurrency=16", "workload.input_len=512",
+                                             f"workload.output_len={row['output_len']}"]))
+        assert row["tpot_s"] == pytest.approx(alone["tpot_s"], rel=1e-12)

@@ -138,7 +138,9 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
     """One group: fixed categorical overrides, split inputs (and inference batch and lengths) varying as
     arrays."""
     try:
-        sc = ctx.scenario(fixed + [(p, 1) for p in varied_paths])  # the varied counts checked below
+        # the varied counts are checked below; their placeholder is the smallest value each allows
+        # (a serving output needs two tokens: one from prefill, one decoded)
+        sc = ctx.scenario(fixed + [(p, 2 if p == ("workload", "output_len") else 1) for p in varied_paths])
     except SpecError as err:
         # the scenario key goes into the reason too: "required key is missing" alone names nothing
         return _failed(ctx, points, fixed, varied, f"{err.path}: {err.message}" if err.path else err.message)

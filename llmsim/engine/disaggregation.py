@@ -223,7 +223,7 @@ def disaggregated_point(sc: Scenario) -> dict:
             out[f"ttft_p{int(q * 100)}_s"] = float(at("ttft_s") + wait)
         if w.request_rate_per_s >= cap:
             out.update(ttft_s=np.inf, e2e_latency_s=np.inf)
-    if s.slo_ttft_s is not None or s.slo_tpot_s is not None:
+    if s.has_slo:
         best = _slo_best(c, s.slo_ttft_s, s.slo_tpot_s, poisson)
         x_slo = 0.0 if best is None else float(rates[best])
         out["slo_throughput_tokens_per_s_per_device"] = x_slo * osl / n_dev

@@ -216,6 +216,11 @@ class Serving:
     slo_tpot_s: float | None = None  # and on time per output token
     disaggregation: Disaggregation | None = None  # None: prefill and decode share every replica
 
+    @property
+    def has_slo(self) -> bool:
+        """Whether a service-level objective is set (on TTFT, TPOT or both)."""
+        return self.slo_ttft_s is not None or self.slo_tpot_s is not None
+
 
 @dataclass(frozen=True)
 class Scenario:

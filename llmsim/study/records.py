@@ -54,7 +54,7 @@ def record(sc) -> dict:
         cols = serving_record(sc, sp, np.array([sc.num_devices]), np.array([w.concurrency]),
                               np.array([w.input_len]), np.array([w.output_len]))
         row = first_row(cols)
-        if sc.serving.slo_ttft_s is not None or sc.serving.slo_tpot_s is not None:
+        if sc.serving.has_slo:
             from llmsim.engine.serving import slo_capacity
 
             row.update(slo_capacity(sc, sp, w.input_len, w.output_len, sc.num_devices))
@@ -233,7 +233,7 @@ def serving_record(sc, split, num_devices, concurrency, input_len, output_len) -
     cols = serving_inputs(sc, _split_inputs(split, num_devices), input_len, output_len, concurrency)
     cols.update(serving_columns(sc, split, concurrency, input_len, output_len, num_devices))
     cols.update(_cost_columns(sc, cols["throughput_tokens_per_s"], num_devices))
-    if sc.serving.slo_ttft_s is not None or sc.serving.slo_tpot_s is not None:
+    if sc.serving.has_slo:
         cols.update(_slo_columns(sc, split, num_devices, input_len, output_len))
     return with_slo_cost(cols)
 

@@ -42,7 +42,7 @@ def default_objective(sc) -> tuple[str, bool]:
     per device; a static inference batch throughput per device."""
     if sc.workload.mode == "training":
         return "tokens_per_s", True
-    if sc.workload.mode == "serving" and (sc.serving.slo_ttft_s is not None or sc.serving.slo_tpot_s is not None):
+    if sc.workload.mode == "serving" and sc.serving.has_slo:
         return "slo_cost_per_million_tokens_usd", False
     return "throughput_tokens_per_s_per_device", True
 
@@ -51,7 +51,7 @@ def shown(sc) -> list[str]:
     """The table columns of a search of ``sc``."""
     if sc.workload.mode == "training":
         return SHOWN
-    slo = sc.workload.mode == "serving" and (sc.serving.slo_ttft_s is not None or sc.serving.slo_tpot_s is not None)
+    slo = sc.workload.mode == "serving" and sc.serving.has_slo
     return SHOWN_SERVING + (SHOWN_SLO if slo else [])
 
 

@@ -54,10 +54,10 @@ class Split:
         return np.where(self.ep_folded, self.tp * self.cp * self.dp // np.maximum(self.expert_tp * self.ep, 1),
                         classic)
 
-    def row(self, i: int) -> Split:
-        """Row ``i`` of a column of splits, as a column of one row."""
-        pick = lambda v: v[i:i + 1] if np.ndim(v) else (None if v is None else np.array([v]))
-        return Split(**{f: pick(getattr(self, f)) for f in Split.__dataclass_fields__})
+    def take(self, rows) -> Split:
+        """The rows ``rows`` (an index array or mask) of a column of splits; scalar fields stay as they are."""
+        return Split(**{f: (np.asarray(getattr(self, f))[rows] if np.ndim(getattr(self, f)) else getattr(self, f))
+                        for f in Split.__dataclass_fields__})
 
     def as_column(self) -> Split:
         """This one split as a column of one row (what the array engine takes)."""

@@ -171,7 +171,7 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
         return _rows(ctx, points, ok, reasons, split, engine, lambda bad: serving_inputs(
             sc, {k: v[bad] for k, v in n.items()}, isl[bad], osl[bad], conc[bad]))
     asked = varied.get("batch_size", np.full(len(points), w.batch_size, dtype=object))
-    batch = asked[ok] if "batch_size" in varied else resolve_batches(sc, _subset(split, ok), isl[ok], osl[ok])
+    batch = asked[ok] if "batch_size" in varied else resolve_batches(sc, split.take(ok), isl[ok], osl[ok])
     if (batch < 1).any():  # batch max: not one sequence fits
         none = np.flatnonzero(ok)[batch < 1]
         reasons[none] = [no_batch_message(sc, int(t)) for t in isl[none] + osl[none]]
@@ -209,15 +209,10 @@ def _surely_too_big(sc, split: Split, ok: np.ndarray) -> np.ndarray:
     rows = np.flatnonzero(ok)
     out = np.zeros(len(ok), bool)
     if len(rows):  # once per distinct split: microbatch and batch do not change the states
-        sub = _subset(split, rows)
+        sub = split.take(rows)
         code, first = factorize(sub.tp, sub.pp, sub.dp, sub.cp, sub.ep, sub.layers_per_stage, sub.expert_tp)
-        out[rows] = (memory_floor_bytes(sc, _subset(sub, first)) > sc.accelerator.hbm_bytes)[code]
+        out[rows] = (memory_floor_bytes(sc, sub.take(first)) > sc.accelerator.hbm_bytes)[code]
     return out
-
-
-def _subset(split: Split, rows) -> Split:
-    return Split(**{f: (np.asarray(getattr(split, f))[rows] if np.ndim(getattr(split, f)) else getattr(split, f))
-                    for f in Split.__dataclass_fields__})
 
 
 def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> pd.DataFrame:
@@ -225,7 +220,7 @@ def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> p
     constraints), with ``keep: all`` also the invalid rows' ``inputs(mask)`` and reasons."""
     parts = []
     if ok.any():
-        cols = engine(_subset(split, ok))
+        cols = engine(split.take(ok))
         good = np.full(int(ok.sum()), None, dtype=object)
         good[~cols["fits_in_memory"]] = "does not fit in memory"
         ctx.constrain(cols, good)

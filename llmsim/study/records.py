@@ -245,7 +245,7 @@ def _slo_columns(sc, split, num_devices, input_len, output_len) -> dict:
 
     n = len(np.atleast_1d(split.tp))
     at = lambda v, i: np.broadcast_to(v, (n,))[i].item()
-    rows = [slo_capacity(sc, split.row(i), at(input_len, i), at(output_len, i), int(at(num_devices, i)))
+    rows = [slo_capacity(sc, split.take([i]), at(input_len, i), at(output_len, i), int(at(num_devices, i)))
             for i in range(n)]
     return {k: np.array([r[k] for r in rows]) for k in rows[0]} if rows else {}
 

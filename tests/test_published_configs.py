@@ -171,3 +171,55 @@ def test_moe_layer_frequency_alternates_dense_and_expert_layers(registry):
     assert c2.total == pytest.approx(c1.total - 16 * (7 * c1.expert + c1.router), rel=1e-12)
     e1, e2 = estimate_training(every), estimate_training(alternate)
     assert e2["ep_comm_time_s"] == pytest.approx(e1["ep_comm_time_s"] / 2, rel=1e-12)
+
+
+def test_microbatch_auto_picks_the_fastest_divisor_that_fits(registry):
+    # Megatron-Core's 32B weak-scaling row (README table): tp 8 on 384 H100, global batch 192, so each of
+    # the 48 data-parallel ranks runs 192 / 48 = 4 sequences: microbatch 1, 2 or 4
+    from llmsim.study.records import microbatch_sizes
+
+    base = ["model=gpt3-175b", "model.layers=48", "model.hidden=7168", "model.heads=56", "model.kv_heads=56",
+            "model.ffn_hidden=28672",
+            "system.accelerator=h100-sxm", "system.network=dgx-h100", "system.num_devices=384", "parallel.tp=8",
+            "parallel.pp=1", "workload.seq_len=4096", "workload.global_batch_size=192"]
+    sc = load(None, registry, [*base, "parallel.microbatch_size=auto"])
+    assert microbatch_sizes(sc) == [1, 2, 4]
+    chosen = record(sc)
+    each = {m: record(load(None, registry, [*base, f"parallel.microbatch_size={m}"])) for m in (1, 2, 4)}
+    fitting = {m: r["tokens_per_s"] for m, r in each.items() if r["fits_in_memory"]}
+    best = max(fitting, key=fitting.get)
+    assert chosen["microbatch_size"] == best and chosen["tokens_per_s"] == each[best]["tokens_per_s"]
+    # one microbatch of 4 gives the data-parallel reduce-scatter the whole backward to hide under, where
+    # microbatch 1 leaves it the last of four microbatches' backward (Megatron-LM no_sync until the last)
+    assert best == 4 and each[4]["dp_comm_exposed_time_s"] < each[1]["dp_comm_exposed_time_s"]
+
+
+def test_estimate_says_which_microbatch_it_picked():
+    r = run_cli("estimate", "--set", "parallel.microbatch_size=auto", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    # the default scenario: 256 sequences over dp 4 = 64 per rank, so the divisors of 64
+    assert "microbatch_size auto -> " in r.stderr and "of 1, 2, 4, 8, 16, 32, 64)" in r.stderr
+
+
+def test_microbatch_auto_in_a_sweep_base_names_the_grid_instead(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("base:\n  model: llama3-8b\n  system: {accelerator: h100-sxm, num_devices: 16, network: dgx-h100}\n"
+                    "  parallel: {tp: 8, pp: 2, microbatch_size: auto}\n"
+                    "  workload: {mode: training, precision: bf16, seq_len: 4096, global_batch_size: 64}\n"
+                    "grid:\n  parallel.zero_stage: [1, 3]\nkeep: all\n")
+    r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("grid: parallel.microbatch_size: [1, 2, 4]") == 2
+
+
+def test_a_megatron_benchmark_without_its_microbatch_takes_the_fastest_that_fits(registry):
+    # Megatron has no default --micro-batch-size; a benchmark table that omits it was run at a tuned one
+    from llmsim.validation import runs
+
+    items, _ = runs.cases(registry, (runs.TRAINING,))
+    case = next(c for c in items if c.rec["id"] == "mcore_r080_h100_weak_32b")
+    assert case.scenario.parallel.microbatch_size == "auto"
+    assert any("microbatch not stated: auto" in n for n in case.notes)
+    # records that state it keep it (Korthikanti et al. 2022: microbatch 1)
+    stated = next(c for c in items if c.rec["id"] == "korthikanti_t5_530b_selective_sp")
+    assert stated.scenario.parallel.microbatch_size == 1

@@ -92,10 +92,11 @@ def estimate(
     overrides = est.overrides_from_flags(flags, set_)
     sc = est.load(scenario, registry(ctx), overrides)
     rec = evaluate_point(est.operator_rows if ops else est.record, sc, scenario, overrides)
-    if sc.parallel.virtual_stages == "auto" and not ops:
-        choices = ", ".join(map(str, est.interleavings(sc)))
+    if sc.workload.mode == "training" and not ops:
         which = "the fastest that fits" if rec["fits_in_memory"] else "none fits: the fastest"
-        sys.stderr.write(f"llmsim estimate: virtual_stages auto -> {rec['virtual_stages']} ({which} of {choices})\n")
+        for knob, choices in est.auto_choices(sc).items():
+            sys.stderr.write(f"llmsim estimate: {knob} auto -> {rec[knob]} ({which} of "
+                             f"{', '.join(map(str, choices))})\n")
     if ops:
         from llmsim.output.tables import print_operators
 

@@ -192,9 +192,9 @@ def _not_a_sweep_spec(path: Path | None) -> None:
 
 def _scenario_title(sc) -> str:
     from llmsim.engine.split import resolve_split
-    from llmsim.study.records import resolve_virtual_stages
+    from llmsim.study.records import resolve_auto
 
-    sc = resolve_virtual_stages(sc)
+    sc = resolve_auto(sc)
     w, sp = sc.workload, resolve_split(sc)
     split = f"tp{sp.tp} pp{sp.pp} dp{sp.dp}" + "".join(f" {k}{getattr(sp, k)}" for k in ("cp", "ep")
                                                        if getattr(sp, k) > 1)

@@ -77,8 +77,10 @@ class Split:
 def inputs_of(sc: Scenario) -> dict:
     """The split inputs of one scenario, as Python numbers (dp None when derived)."""
     p, w = sc.parallel, sc.workload
+    # microbatch_size auto is resolved for training (study.records.resolve_auto); serving has no microbatch
+    mb = 1 if p.microbatch_size == "auto" and w.mode != "training" else p.microbatch_size
     return {"num_devices": sc.num_devices, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
-            "microbatch_size": p.microbatch_size, "virtual_stages": p.virtual_stages,
+            "microbatch_size": mb, "virtual_stages": p.virtual_stages,
             "global_batch_size": w.global_batch_size}
 
 

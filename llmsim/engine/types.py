@@ -134,7 +134,7 @@ class Parallel:
     tp_comm_overlap: bool
     flash_attention: bool
     microbatch_size: int
-    virtual_stages: int | str  # "auto": resolved by study.records before the engine sees it
+    virtual_stages: int | str  # "auto" (this and microbatch_size): resolved by study.records.resolve_auto
     recompute: str
     zero_stage: int
     order: tuple[str, ...]

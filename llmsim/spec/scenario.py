@@ -35,7 +35,8 @@ class ParallelSpec(Strict):
     # MoE token routing: gathered by index (Megatron-Core, MaxText megablox) or GShard's one-hot dispatch
     # and combine einsums over the capacity buffers (MaxText dense_matmul with megablox off)
     moe_dispatch: Literal["permute", "einsum"] = "permute"
-    microbatch_size: PosInt = 1
+    # sequences per microbatch; auto: the fastest that fits, with virtual_stages (llmsim estimate says which)
+    microbatch_size: PosInt | Literal["auto"] = 1
     # interleaved 1F1B chunks per device; auto: the fastest that fits (llmsim estimate says which)
     virtual_stages: PosInt | Literal["auto"] = 1
     # the embedding / the output layer and loss take a pipeline layer slot each (Megatron-LM

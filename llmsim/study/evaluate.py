@@ -144,9 +144,11 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
     except SpecError as err:
         # the scenario key goes into the reason too: "required key is missing" alone names nothing
         return _failed(ctx, points, fixed, varied, f"{err.path}: {err.message}" if err.path else err.message)
-    if sc.parallel.virtual_stages == "auto" and "virtual_stages" not in varied:
-        return _failed(ctx, points, fixed, varied, "parallel.virtual_stages: auto is for llmsim estimate and "
-                       "validate; a sweep lists the values, e.g. grid: parallel.virtual_stages: [1, 2, 4]")
+    auto = next((k for k in ("virtual_stages", "microbatch_size")
+                 if getattr(sc.parallel, k) == "auto" and k not in varied), None)
+    if auto is not None:
+        return _failed(ctx, points, fixed, varied, f"parallel.{auto}: auto is for llmsim estimate and validate; "
+                       f"a sweep lists the values, e.g. grid: parallel.{auto}: [1, 2, 4]")
     base = inputs_of(sc)
     n = {k: varied.get(k, np.full(len(points), base[k]) if base[k] is not None else None) for k in SPLIT_INPUTS}
     n = {k: v for k, v in n.items() if v is not None}

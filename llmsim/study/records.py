@@ -67,7 +67,7 @@ def record(sc) -> dict:
         return first_row(cols)
     from llmsim.engine.split import resolve_split
 
-    sc = resolve_virtual_stages(sc)
+    sc = resolve_auto(sc)
     sp = resolve_split(sc)
     cols = training_record(sc, sp.as_column(), np.array([sc.num_devices]), np.array([w.global_batch_size]))
     return first_row(cols)
@@ -134,30 +134,53 @@ def interleavings(sc) -> list[int]:
     return [1] + [v for v in range(2, per_device + 1) if per_device % v == 0 and p.pp * v <= slots]
 
 
-def resolve_virtual_stages(sc):
-    """The scenario with ``virtual_stages: auto`` replaced by the interleaving it picks (unchanged
-    otherwise): every one of ``interleavings`` evaluated as one column, the fastest that fits in memory
-    kept (the fastest of all when none fits)."""
+def microbatch_sizes(sc) -> list[int]:
+    """Microbatch sizes a training step can run: every divisor of a data-parallel rank's share of the
+    global batch (dp as given, or the devices over tp*pp*cp)."""
+    p, w = sc.parallel, sc.workload
+    dp = p.dp or max(sc.num_devices // max(p.tp * p.pp * p.cp, 1), 1)
+    local = w.global_batch_size // dp if w.global_batch_size % dp == 0 else 1
+    return [m for m in range(1, local + 1) if local % m == 0]
+
+
+def auto_choices(sc) -> dict[str, list[int]]:
+    """The values each ``auto`` knob of a training scenario is chosen from (empty when none is auto)."""
+    p, out = sc.parallel, {}
+    if p.microbatch_size == "auto":
+        out["microbatch_size"] = microbatch_sizes(sc)
+    if p.virtual_stages == "auto":
+        out["virtual_stages"] = interleavings(sc)
+    return out
+
+
+def resolve_auto(sc):
+    """The scenario with ``microbatch_size: auto`` and ``virtual_stages: auto`` replaced by what they pick
+    (unchanged otherwise): every combination evaluated as one column, the fastest that fits in memory kept
+    (the fastest of all when none fits)."""
     import dataclasses
 
-    if sc.parallel.virtual_stages != "auto":
+    choices = auto_choices(sc)
+    if not choices:
         return sc
-    if sc.workload.mode != "training":
-        return dataclasses.replace(sc, parallel=dataclasses.replace(sc.parallel, virtual_stages=1))
-    best = int(_fastest_interleaving(sc)["virtual_stages"][0])
-    return dataclasses.replace(sc, parallel=dataclasses.replace(sc.parallel, virtual_stages=best))
+    if sc.workload.mode != "training":  # neither matters outside training
+        return dataclasses.replace(sc, parallel=dataclasses.replace(sc.parallel, **{k: 1 for k in choices}))
+    best = _fastest_auto(sc, choices)
+    return dataclasses.replace(sc, parallel=dataclasses.replace(sc.parallel, **{
+        k: int(best[k][0]) for k in choices}))
 
 
-def _fastest_interleaving(sc) -> dict:
+def _fastest_auto(sc, choices: dict[str, list[int]]) -> dict:
     import dataclasses
+    import itertools
 
     from llmsim.engine.errors import DesignError
     from llmsim.engine.split import inputs_of, split_arrays
 
-    vs = np.array(interleavings(sc))
-    a = {k: np.full(len(vs), v) for k, v in inputs_of(dataclasses.replace(
-        sc, parallel=dataclasses.replace(sc.parallel, virtual_stages=1))).items() if v is not None}
-    a["virtual_stages"] = vs
+    combos = np.array(list(itertools.product(*choices.values())))
+    a = {k: np.full(len(combos), v) for k, v in inputs_of(dataclasses.replace(
+        sc, parallel=dataclasses.replace(sc.parallel, **{k: 1 for k in choices}))).items() if v is not None}
+    for j, k in enumerate(choices):
+        a[k] = combos[:, j]
     split, ok, reasons = split_arrays(sc, a)
     if not ok.any():
         message, path = next(r for r in reasons if r is not None)
@@ -309,4 +332,4 @@ def operator_rows(sc) -> list[dict]:
     """The per-operator table of ``llmsim estimate --ops``."""
     from llmsim.engine.op_table import operator_table
 
-    return operator_table(resolve_virtual_stages(sc))
+    return operator_table(resolve_auto(sc))

@@ -31,9 +31,9 @@ class Kind:
 
 def _estimate_training(sc) -> dict:
     from llmsim.engine.training import estimate_training
-    from llmsim.study.records import resolve_virtual_stages
+    from llmsim.study.records import resolve_auto
 
-    return estimate_training(resolve_virtual_stages(sc))
+    return estimate_training(resolve_auto(sc))
 
 
 def _estimate_inference(sc) -> dict:

@@ -46,19 +46,21 @@ def _interleaving(framework: str, notes: list[str]):
     return "auto"
 
 
-def _default_microbatch(p: dict, framework: str, dp, pp: int, vpp: int, notes: list[str]) -> int:
+def _default_microbatch(p: dict, framework: str, dp, pp: int, vpp: int, notes: list[str]) -> int | str:
     """The microbatch a record does not state. FSDP frameworks without pipelining (MaxText, TorchTitan)
     run each rank's whole local batch at once (no gradient accumulation by default); TorchTitan's
     pipelines split it into one microbatch per stage (``pipeline_parallel_microbatches`` defaults to the
-    number of stages); otherwise 1."""
+    number of stages). Megatron has no default (``--micro-batch-size`` must be given): a benchmark that
+    does not state it is taken at its tuned value, the fastest that fits (``auto``), as its unstated
+    interleaving is."""
     gbs = p.get("global_batch_seqs")
     if gbs and dp and any(k in framework for k in ("MaxText", "torchtitan")):
         local = gbs // dp
         mb = max(1, local // (pp * vpp)) if pp > 1 else local
         notes.append(f"microbatch {mb} (local batch {local}{f' over {pp * vpp} stages' if pp > 1 else ''})")
         return mb
-    notes.append("microbatch 1 assumed")
-    return 1
+    notes.append("microbatch not stated: auto (the fastest that fits)")
+    return "auto"
 
 
 def _zero(text) -> int:

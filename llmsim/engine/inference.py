@@ -63,15 +63,16 @@ def _power(base: float, exponent):
     return out if exps.ndim else float(out)
 
 
-def _decode_attention(m: Model, b, ctx, tp, kv_precision: str, count: float) -> Op:
-    """One new query per sequence against ``ctx`` cached keys and values (no causal halving)."""
+def _decode_attention(m: Model, b, ctx, tp, kv_precision: str, count: float, queries=1) -> Op:
+    """``queries`` new positions per sequence (1; k + 1 verifying a speculative draft) against ``ctx``
+    cached keys and values, read once (no causal halving)."""
     qk = m.head_dim + (m.mla.qk_rope_head_dim if m.mla else 0)
     v = m.mla.v_head_dim if m.mla else m.head_dim
     heads = m.heads / tp
     if m.attention_window is not None:  # windowed layers read at most their window (engine/window.py)
         ctx = key_span(m, ctx)
-    flops = 2.0 * b * ctx * heads * (qk + v)
-    nbytes = b * ctx * kv_bytes_per_token_layer(m, tp, kv_precision) + b * heads * (qk + v) * ACT_BYTES
+    flops = 2.0 * b * queries * ctx * heads * (qk + v)
+    nbytes = b * ctx * kv_bytes_per_token_layer(m, tp, kv_precision) + b * queries * heads * (qk + v) * ACT_BYTES
     return Op("attention", "attention", flops, nbytes, ctx, 1.0, count, True)
 
 

@@ -25,8 +25,11 @@ the KV held and the attention work at the length-biased mean context, the M/G/1 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from llmsim.engine import speculative
 from llmsim.engine.columns import on_flag
 from llmsim.engine.compute import ACT_BYTES, Op, head_ops, kernel_time, layer_ops
 from llmsim.engine.inference import (
@@ -60,19 +63,20 @@ def _prefill_attention(m, c, keys, tp, kv_precision: str) -> Op:
     return Op("attention", "attention", flops, nbytes, np.maximum(c, 1.0), 1.0, 1.0, True, kernels=0.0)
 
 
-def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep):
-    """Compute time of one step on one device of the fullest stage's layer mix and the output layer."""
+def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 1):
+    """Compute time of one step on one device of the fullest stage's layer mix and the output layer;
+    each of the ``d`` decoding requests runs ``q`` positions (speculative verification: q = k + 1)."""
     m, w = sc.model, sc.workload
     kvp = w.kv_precision or w.precision
     acc, prec, kern = sc.accelerator, w.precision, sc.parallel.attention_kernel
     etp = tp // ep if in_tp else None
 
     def layer(moe: bool):
-        ops = layer_ops(m, 1, d + c, tp, 1, False, prec, moe, ep, flash=True, expert_tp=etp)
+        ops = layer_ops(m, 1, d * q + c, tp, 1, False, prec, moe, ep, flash=True, expert_tp=etp)
         out = 0.0
         for op in ops:
             if op.name == "attention":  # decode tokens read their cache, prompt tokens their prefix
-                op_list = [_decode_attention(m, d, ctx, tp, kvp, 1.0), _prefill_attention(m, c, keys, tp, kvp)]
+                op_list = [_decode_attention(m, d, ctx, tp, kvp, 1.0, q), _prefill_attention(m, c, keys, tp, kvp)]
             else:
                 op_list = [op]
             out = out + sum(kernel_time(o, acc, prec, kern, inference=True) * o.count for o in op_list)
@@ -80,18 +84,30 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep):
 
     frac = _moe_fraction(m)
     per_layer = (1 - frac) * layer(False) + (frac * layer(True) if m.moe else 0.0)
-    head = sum(kernel_time(o, acc, prec, kern, inference=True) for o in head_ops(m, 1, np.maximum(d, 1.0), tp, 1, prec))
+    head = sum(kernel_time(o, acc, prec, kern, inference=True)
+               for o in head_ops(m, 1, np.maximum(d * q, 1.0), tp, 1, prec))
     return {"layer": per_layer, "head": head}
 
 
 def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys):
-    """Wall time of one engine step for a token: every stage's forward over ``d`` decode and ``c`` prompt
-    tokens (arrays per row), their collectives, and the pipeline hops."""
+    """Wall time of one engine step: every stage's forward over ``d`` decoding requests and ``c`` prompt
+    tokens (arrays per row), their collectives, and the pipeline hops; speculating, each decoding request
+    verifies k + 1 positions after the draft's k passes (engine/speculative.py)."""
+    q = speculative.queries(sc)
     flag = np.broadcast_to(np.asarray(sp.ep_in_tp, dtype=bool), np.shape(d))
-    comp = on_flag(lambda f, *k: _stage_compute(sc, f, *k), flag, d, c, ctx, keys, sp.tp, sp.ep)
-    comm, _ = forward_comm(sc, sp, st, d + c)
+    comp = on_flag(lambda f, *k: _stage_compute(sc, f, *k, q=q), flag, d, c, ctx, keys, sp.tp, sp.ep)
+    comm, _ = forward_comm(sc, sp, st, d * q + c)
     stage = sp.layers_per_stage * comp["layer"] + comp["head"] + comm
-    return sp.pp * stage + pipeline_hops(sc, sp, st, d + c)
+    out = sp.pp * stage + pipeline_hops(sc, sp, st, d * q + c)
+    if q == 1:
+        return out
+    # the draft passes, over the decoding requests only (none in a step of prompt tokens alone)
+    drafting = np.maximum(d, 1.0)
+    draft = on_flag(lambda f, *k: _stage_compute(sc, f, *k), flag, drafting, 0.0 * drafting, ctx, keys,
+                    sp.tp, sp.ep)
+    draft_comm, _ = forward_comm(sc, sp, st, drafting)
+    t_draft = speculative.draft_time(sc, draft["layer"], draft["head"], draft_comm / sp.layers_per_stage)
+    return out + np.where(np.asarray(d) > 0, t_draft, 0.0)
 
 
 def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
@@ -99,6 +115,8 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
     running request (I + O/2 with fixed lengths, request_mix.mix_moments' ctx with a spread; rounded up
     to whole blocks) in what the weights, the step's workspace and the reserve leave free."""
     s = sc.serving
+    if s.speculative is not None:  # the draft head's layers hold weights and a KV cache of their own
+        sp = dataclasses.replace(sp, layers_per_stage=sp.layers_per_stage + s.speculative.draft_layers)
     blk = s.kv_block_tokens
     ctx = mix_moments(sc.workload, input_len, output_len)["ctx"]
     per_seq = np.ceil(ctx / blk) * blk * sp.layers_per_stage * kv_bytes_per_token_layer(
@@ -126,28 +144,30 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     mix = mix_moments(sc.workload, isl, osl)
     ctx, keys = mix["ctx"], mix["keys"]
     budget = float(s.max_batch_tokens)
+    # speculating, a decode step runs q = k + 1 positions per request and yields e tokens on average
+    q, e = speculative.queries(sc), speculative.tokens_per_step(sc)
     frac = (osl - 1) / (osl - 1 + 1.0)  # start: a one-step prefill
     for _ in range(ITERATIONS):
-        # the others: d_o decoding, and their prompts at the rate they finish, (run - 1) f / ((O - 1) t)
+        # the others: d_o decoding, and their prompts at the rate they finish, (run - 1) f / ((O - 1) t / e)
         # requests per second times I' tokens times the step t
         d_o = (run - 1) * frac
-        c_o = d_o * prompt / np.maximum(osl - 1, 1)
-        tpot = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys)
-        chunks = np.maximum(1.0, prompt / np.maximum(budget - d_o, 1.0))
+        c_o = d_o * prompt * e / np.maximum(osl - 1, 1)
+        tpot = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys) / e
+        chunks = np.maximum(1.0, prompt / np.maximum(budget - d_o * q, 1.0))
         prefill_step = step_time(sc, sp, st, d_o, c_o + prompt / chunks, ctx, keys)
         e2e_run = chunks * prefill_step + (osl - 1) * tpot
         rate = run / e2e_run
         frac = (osl - 1) * tpot / e2e_run
-    # The step budget caps the tokens of a step: at most d_max = B (O - 1) / (I' + O - 1) requests decode
-    # while the rest of each step's B tokens prefill the prompts that replace them, so the engine finishes
-    # at most d_max / ((O - 1) t(B)) requests per second; past that, TPOT is a full step and the excess
-    # waits for prefill (Little's law below).
-    d_max = budget * (osl - 1) / (prompt + osl - 1)
-    t_full = step_time(sc, sp, st, d_max, budget - d_max, ctx, keys)
-    rate_max = d_max / ((osl - 1) * t_full)
-    full = (1 + d_o + c_o > budget) | (rate > rate_max)
+    # The step budget caps the tokens of a step: at most d_max = B (O - 1) / (q (O - 1) + I' e) requests
+    # decode while the rest of each step's B tokens prefill the prompts that replace them, so the engine
+    # finishes at most d_max / ((O - 1) / e t(B)) requests per second; past that, TPOT is a full step and
+    # the excess waits for prefill (Little's law below).
+    d_max = budget * (osl - 1) / (q * (osl - 1) + prompt * e)
+    t_full = step_time(sc, sp, st, d_max, budget - d_max * q, ctx, keys)
+    rate_max = d_max / ((osl - 1) / e * t_full)
+    full = ((1 + d_o) * q + c_o > budget) | (rate > rate_max)
     rate = np.where(full, np.minimum(rate, rate_max), rate)
-    tpot = np.where(full, np.maximum(tpot, t_full), tpot)
+    tpot = np.where(full, np.maximum(tpot, t_full / e), tpot)
     e2e = n / rate  # Little's law over everything in flight: prefill waits and the queue beyond the limit
     ttft = e2e - (osl - 1) * tpot
     queue = (n - run) / rate  # of which beyond the running limit
@@ -160,6 +180,7 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         "requests_per_s": sp.dp * rate,
         "throughput_tokens_per_s": out_rate, "throughput_tokens_per_s_per_device": per_device,
         "tokens_per_s_per_user": 1.0 / tpot,
+        "tokens_per_decode_step": np.full(np.shape(tpot), e),
         "running_requests_per_replica": run, "max_running_requests_per_replica": lim["max_running"],
         "kv_cache_occupancy": np.where(lim["kv_free_bytes"] > 0, kv_used / lim["kv_free_bytes"], np.inf),
         "kv_cache_gb": kv_used / 1e9,

@@ -205,6 +205,15 @@ class Disaggregation:
 
 
 @dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding with a draft head (``serving.speculative``; engine/speculative.py)."""
+
+    acceptance_rate: float
+    draft_tokens: int = 3
+    draft_layers: int = 1
+
+
+@dataclass(frozen=True)
 class Serving:
     """The serving engine's scheduler (``serving`` section; defaults and sources in spec/scenario.py)."""
 
@@ -215,6 +224,7 @@ class Serving:
     slo_ttft_s: float | None = None  # service-level objective on time to first token
     slo_tpot_s: float | None = None  # and on time per output token
     disaggregation: Disaggregation | None = None  # None: prefill and decode share every replica
+    speculative: Speculative | None = None  # None: one token per request per decode step
 
     @property
     def has_slo(self) -> bool:

@@ -15,6 +15,7 @@ from llmsim.engine.types import (
     Reliability,
     Scenario,
     Serving,
+    Speculative,
     Tier,
     Workload,
 )
@@ -100,7 +101,9 @@ def _serving(s) -> Serving:
     pools = None if d is None else Disaggregation(
         prefill_tp=d.prefill.tp, prefill_pp=d.prefill.pp, decode_tp=d.decode.tp, decode_pp=d.decode.pp,
         prefill_devices=None if d.prefill_devices == "auto" else d.prefill_devices)
-    return Serving(**s.model_dump(exclude={"disaggregation"}), disaggregation=pools)
+    spec = None if s.speculative is None else Speculative(**s.speculative.model_dump())
+    return Serving(**s.model_dump(exclude={"disaggregation", "speculative"}), disaggregation=pools,
+                   speculative=spec)
 
 
 def scenario_values(s: ScenarioSpec) -> Scenario:

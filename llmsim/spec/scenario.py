@@ -190,6 +190,18 @@ class DisaggregationSpec(Strict):
     prefill_devices: Degree | Literal["auto"] = "auto"
 
 
+class SpeculativeSpec(Strict):
+    """Speculative decoding with a draft head (EAGLE, Li et al. 2024; DeepSeek-V3 multi-token prediction):
+    ``draft_tokens`` proposed per step, each kept with probability ``acceptance_rate`` (engine/speculative.py)."""
+
+    draft_tokens: PosInt = Field(default=3, le=16)  # k; EAGLE-2 and vLLM's examples propose 3-5
+    # per-token acceptance: no default a source could give for every model and prompt; measure it (vLLM
+    # and SGLang log it) and set it
+    acceptance_rate: float = Field(gt=0, lt=1)
+    # target-shaped layers in the draft head: 1 for EAGLE and for DeepSeek-V3's MTP module
+    draft_layers: PosInt = 1
+
+
 class ServingSpec(Strict):
     """The serving engine's scheduler; every default has its source."""
 
@@ -208,6 +220,7 @@ class ServingSpec(Strict):
     slo_ttft_s: float | None = Field(default=None, gt=0)
     slo_tpot_s: float | None = Field(default=None, gt=0)
     disaggregation: DisaggregationSpec | None = None  # none: every replica prefills and decodes
+    speculative: SpeculativeSpec | None = None  # none: one token per request per decode step
 
 
 class SystemSpec(Strict):
@@ -262,4 +275,7 @@ class ScenarioSpec(Strict):
             if value not in allowed.split(", ") and prec not in BF16_PARAM_PRECISIONS:
                 raise ValueError(f"parallel.{key} {value} needs bf16 parameters (workload.precision "
                                  f"{', '.join(BF16_PARAM_PRECISIONS)}), got {prec}; allowed: {allowed}")
+        if self.serving.speculative is not None and (w.mode != "serving" or self.serving.disaggregation):
+            raise ValueError("serving.speculative is modelled for workload.mode serving with co-located prefill "
+                             "and decode (no serving.disaggregation)")
         return self

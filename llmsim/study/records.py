@@ -237,7 +237,10 @@ def serving_inputs(sc, n: dict, input_len, output_len, concurrency) -> dict:
     cols = inference_inputs(sc, n, input_len, output_len, concurrency)
     cols["concurrency"] = cols.pop("batch_size")
     const, w = _const(len(n["tp"])), sc.workload
-    cols.update(input_len_cv=const(w.input_len_cv), output_len_cv=const(w.output_len_cv))
+    spec = sc.serving.speculative  # none: 0 drafted tokens, no acceptance rate
+    cols.update(input_len_cv=const(w.input_len_cv), output_len_cv=const(w.output_len_cv),
+                speculative_draft_tokens=const(spec.draft_tokens if spec else 0),
+                speculative_acceptance_rate=const(spec.acceptance_rate if spec else np.nan))
     return cols
 
 

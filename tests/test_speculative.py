@@ -1,0 +1,84 @@
+"""Speculative decoding in serving (engine/speculative.py)."""
+
+import numpy as np
+import pytest
+from conftest import run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llmsim.engine import speculative
+from llmsim.engine.serving import serving_columns
+from llmsim.engine.split import resolve_split
+from llmsim.study import records as est
+
+SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _scenario(registry, conc=1, spec=()):
+    return est.load(None, registry, ["model=llama3-70b", "system.accelerator=h100-sxm", "system.network=dgx-h100",
+                                     "system.num_devices=8", "parallel.tp=8", "parallel.pp=1",
+                                     "workload.mode=serving", "workload.precision=fp8", "workload.input_len=1024",
+                                     "workload.output_len=256", f"workload.concurrency={conc}",
+                                     *(f"serving.speculative.{k}={v}" for k, v in spec)])
+
+
+def _row(sc):
+    sp = resolve_split(sc).as_column()
+    w = sc.workload
+    cols = serving_columns(sc, sp, np.array([w.concurrency]), np.array([w.input_len]), np.array([w.output_len]),
+                           np.array([sc.num_devices]))
+    return {k: np.asarray(v).ravel()[0] for k, v in cols.items()}
+
+
+def test_expected_tokens_per_step_by_hand(registry):
+    # Leviathan et al. 2023, eq. 1: (1 - a^(k+1)) / (1 - a); k = 3, a = 0.7: (1 - 0.2401) / 0.3 = 2.533
+    sc = _scenario(registry, spec=(("acceptance_rate", 0.7), ("draft_tokens", 3)))
+    assert speculative.tokens_per_step(sc) == pytest.approx(2.533, abs=1e-9)
+    assert speculative.queries(sc) == 4
+    # k = 1, a = 0.5: one token always, the draft's kept half the time: 1.5
+    sc1 = _scenario(registry, spec=(("acceptance_rate", 0.5), ("draft_tokens", 1)))
+    assert speculative.tokens_per_step(sc1) == pytest.approx(1.5)
+    assert speculative.tokens_per_step(_scenario(registry)) == 1.0
+
+
+def test_batch_one_verification_costs_about_a_decode_step(registry):
+    # at one request the 70B decode step is bound by reading the weights (70e9 fp8 bytes / 8 GPUs), so
+    # verifying 4 positions costs about what decoding 1 does; the draft head adds k x (1 of 80 layers + the
+    # output layer), so TPOT x E lies between the plain step and 1.5x it
+    plain = _row(_scenario(registry))["tpot_s"]
+    spec = _row(_scenario(registry, spec=(("acceptance_rate", 0.7),)))
+    assert spec["tokens_per_decode_step"] == pytest.approx(2.533, rel=1e-3)
+    step = spec["tpot_s"] * spec["tokens_per_decode_step"]
+    assert plain < step < 1.5 * plain
+    assert spec["tpot_s"] < plain / 1.6  # a 2.5-token step costing < 1.5 steps: > 1.6x faster
+
+
+def test_drafts_that_are_never_kept_only_cost(registry):
+    plain = _row(_scenario(registry))
+    spec = _row(_scenario(registry, spec=(("acceptance_rate", 0.01),)))
+    assert spec["tpot_s"] > plain["tpot_s"]
+    assert spec["throughput_tokens_per_s_per_device"] < plain["throughput_tokens_per_s_per_device"]
+
+
+def test_long_drafts_stop_paying_when_the_step_is_compute_bound(registry):
+    # at 128 requests the verification of k + 1 positions per request is no longer free: 8 drafted tokens
+    # (E = 3.2 at a = 0.7) serve less than 2 (E = 2.19)
+    def tput(k):
+        return _row(_scenario(registry, conc=128, spec=(("acceptance_rate", 0.7), ("draft_tokens", k))))[
+            "throughput_tokens_per_s_per_device"]
+    assert tput(8) < tput(2)
+
+
+@SETTINGS
+@given(a=st.floats(0.05, 0.9), b=st.floats(0.05, 0.9), conc=st.sampled_from([1, 8, 64]))
+def test_a_higher_acceptance_rate_never_slows_decoding(registry, a, b, conc):
+    lo, hi = sorted((a, b))
+    slow = _row(_scenario(registry, conc=conc, spec=(("acceptance_rate", lo),)))
+    fast = _row(_scenario(registry, conc=conc, spec=(("acceptance_rate", hi),)))
+    assert fast["tpot_s"] <= slow["tpot_s"] * (1 + 1e-9)
+
+
+def test_speculative_outside_co_located_serving_is_refused():
+    r = run_cli("estimate", "--set", "serving.speculative.acceptance_rate=0.7")  # the default: training
+    assert r.returncode == 2 and "serving.speculative is modelled for workload.mode serving" in r.stderr
+    assert "Traceback" not in r.stderr

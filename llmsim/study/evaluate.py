@@ -73,10 +73,19 @@ class _Context:
             reasons[fail] = f"constraint {c.text}"
 
 
+_AXES: dict[int, tuple] = {}  # id(spec) -> (spec, its axes): checked once per spec, not once per chunk
+
+
 def _axes(spec) -> tuple[list[int], list[int]]:
     """(axes evaluated as columns inside a group, axes that split groups), by axis number."""
-    vec = [k for k, (path, values) in enumerate(spec.axes) if path in VECTOR_PATHS and _counts(values)]
-    return vec, [k for k in range(len(spec.axes)) if k not in vec]
+    hit = _AXES.get(id(spec))
+    if hit is None or hit[0] is not spec:  # the spec is kept, so its id is not reused while cached
+        vec = [k for k, (path, values) in enumerate(spec.axes) if path in VECTOR_PATHS and _counts(values)]
+        hit = (spec, (vec, [k for k in range(len(spec.axes)) if k not in vec]))
+        if len(_AXES) >= 8:
+            _AXES.clear()
+        _AXES[id(spec)] = hit
+    return hit[1]
 
 
 def tasks(spec, chunk: int) -> list[tuple[int, int]]:
@@ -226,13 +235,18 @@ def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> p
         good = np.full(int(ok.sum()), None, dtype=object)
         good[~cols["fits_in_memory"]] = "does not fit in memory"
         ctx.constrain(cols, good)
-        parts.append(pd.DataFrame({"point": points[ok], **cols, "infeasible_reason": good}))
+        pts = points[ok]
+        if ctx.spec.keep != "all":  # drop the rows that failed before building the frame, column by column
+            kept = np.flatnonzero(pd.isna(good))
+            if len(kept) < len(good):
+                cols = {k: (v[kept] if np.ndim(v) else v) for k, v in cols.items()}
+                pts, good = pts[kept], good[kept]
+        parts.append(pd.DataFrame({"point": pts, **cols, "infeasible_reason": good}))
     if ctx.spec.keep == "all" and not ok.all():
         parts.append(pd.DataFrame({"point": points[~ok], **inputs(~ok), "infeasible_reason": reasons[~ok]}))
     if not parts:
         return pd.DataFrame()
-    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    return out if ctx.spec.keep == "all" else out[out["infeasible_reason"].isna()]
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
 def _failed(ctx, points, fixed, varied, message) -> pd.DataFrame:

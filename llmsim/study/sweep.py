@@ -31,7 +31,7 @@ def chunks(n: int, size: int) -> list[tuple[int, int]]:
     return [(a, min(a + size, n)) for a in range(0, n, size)]
 
 
-CHUNK = 8192  # points per task: large enough that numpy amortises the per-group work
+CHUNK = 16384  # points per task: large enough that numpy amortises the per-group work
 IN_PROCESS = 100_000  # smaller sweeps run in this process: starting workers costs more than it saves
 
 

@@ -144,3 +144,58 @@ def test_light_load_has_the_unloaded_latencies(registry, load):
     assert out["ttft_s"] > 0 and out["ttft_s"] <= out.get("ttft_p90_s", out["ttft_s"])
     assert out["e2e_latency_s"] == pytest.approx(out["ttft_s"] + 4095 * out["tpot_s"], rel=0.02)
     assert out["concurrency"] == pytest.approx(out["requests_per_s"] * out["e2e_latency_s"], rel=1e-9)
+
+
+def test_a_sweep_evaluates_each_row_as_estimate_does(registry, tmp_path):
+    # every row of a disaggregated sweep is the deployment `llmsim estimate` gives for that row's values
+    from conftest import run_cli
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("base:\n  model: llama3-70b\n  system: {accelerator: h100-sxm, num_devices: 16, network: dgx-h100}\n"
+                    "  parallel: {tp: 8, pp: 1}\n"
+                    "  workload: {mode: serving, precision: fp8, input_len: 1024, output_len: 256, concurrency: 64}\n"
+                    "  serving: {disaggregation: {prefill: {tp: 8}, decode: {tp: 8}}}\n"
+                    "grid:\n  workload.concurrency: [16, 64]\n  system.num_devices: [8, 16]\n"
+                    "  serving.disaggregation.prefill_devices: [8]\nkeep: all\n")
+    out = tmp_path / "out.json"
+    r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    import json
+
+    rows = {(row["num_devices"], row["concurrency"]): row for row in json.loads(out.read_text())}
+    # 8 devices: 8 prefill devices leave none to decode, and the row says so
+    assert rows[(8, 16)]["infeasible_reason"] == ("serving.disaggregation.prefill_devices: 8 prefill devices "
+                                                   "leave none of the 8 of system.num_devices to decode")
+    for conc in (16, 64):
+        one = est.record(_scenario(registry, extra=[POOLS, "serving.disaggregation.prefill_devices=8",
+                                                    f"workload.concurrency={conc}"]))
+        row = rows[(16, conc)]
+        assert row["infeasible_reason"] is None
+        for key in ("ttft_s", "tpot_s", "throughput_tokens_per_s_per_device", "kv_transfer_time_s"):
+            assert row[key] == pytest.approx(one[key], rel=1e-12)
+        assert (row["prefill_devices"], row["decode_devices"]) == (8, 8)
+
+
+def test_search_picks_the_pools_tp_pair_with_the_cheapest_slo_tokens(registry):
+    from conftest import run_cli
+
+    r = run_cli("search", "--model", "llama3-70b", "--devices", "16", "--precision", "fp8",
+                "--set", "workload.mode=serving", "--set", "workload.input_len=4096", "--set",
+                "workload.output_len=256", "--set", "workload.concurrency=64", "--set", "serving.slo_tpot_s=0.02",
+                "--set", "serving.slo_ttft_s=1", "--set", "parallel.tp=4", "--set", "parallel.pp=1",
+                "--set", "serving.disaggregation={prefill: {tp: 4}, decode: {tp: 4}}", "--format", "json", "--jobs", "1")
+    assert r.returncode == 0, r.stderr
+    import json
+
+    rows = json.loads(r.stdout)
+    assert "16 splits" in r.stderr  # tp 1, 2, 4, 8 for each pool
+    costs = [row["slo_cost_per_million_tokens_usd"] for row in rows]
+    assert costs == sorted(costs)  # smallest first
+    best = rows[0]
+    # the winner is the estimate of its own pools (prefill_devices auto)
+    one = est.record(est.load(None, registry, [
+        "model=llama3-70b", "system.num_devices=16", "workload.precision=fp8", "workload.mode=serving",
+        "workload.input_len=4096", "workload.output_len=256", "workload.concurrency=64", "serving.slo_tpot_s=0.02",
+        "serving.slo_ttft_s=1", "parallel.tp=4", "parallel.pp=1",
+        f"serving.disaggregation={{prefill: {{tp: {best['prefill_tp']}}}, decode: {{tp: {best['decode_tp']}}}}}"]))
+    assert best["slo_cost_per_million_tokens_usd"] == pytest.approx(one["slo_cost_per_million_tokens_usd"], rel=1e-12)

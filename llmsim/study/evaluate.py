@@ -232,8 +232,9 @@ def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> p
     parts = []
     if ok.any():
         cols = engine(split.take(ok))
-        good = np.full(int(ok.sum()), None, dtype=object)
-        good[~cols["fits_in_memory"]] = "does not fit in memory"
+        # an engine may give a row its own reason (disaggregated pools it cannot form)
+        good = np.asarray(cols.pop("infeasible_reason", np.full(int(ok.sum()), None)), dtype=object)
+        good[~np.asarray(cols["fits_in_memory"], dtype=bool) & pd.isna(good)] = "does not fit in memory"
         ctx.constrain(cols, good)
         pts = points[ok]
         if ctx.spec.keep != "all":  # drop the rows that failed before building the frame, column by column

@@ -249,9 +249,8 @@ def serving_record(sc, split, num_devices, concurrency, input_len, output_len) -
     from llmsim.engine.errors import DesignError
     from llmsim.engine.serving import serving_columns
 
-    if sc.serving.disaggregation is not None:  # estimate takes it (_disaggregated_record), sweeps not yet
-        raise DesignError("sweeps do not evaluate disaggregated pools yet: use llmsim estimate",
-                          path="serving.disaggregation")
+    if sc.serving.disaggregation is not None:
+        return _disaggregated_rows(sc, split, num_devices, concurrency, input_len, output_len)
     if sc.workload.request_rate_per_s is not None:  # estimate takes it (_open_loop_record), sweeps not yet
         raise DesignError("sweeps and search take workload.concurrency; a request rate is evaluated by "
                           "llmsim estimate", path="workload.request_rate_per_s")
@@ -262,6 +261,39 @@ def serving_record(sc, split, num_devices, concurrency, input_len, output_len) -
     if sc.serving.has_slo:
         cols.update(_slo_columns(sc, split, num_devices, input_len, output_len))
     return with_slo_cost(cols)
+
+
+def _disaggregated_rows(sc, split, num_devices, concurrency, input_len, output_len) -> dict:
+    """Disaggregated pools in a sweep, one row at a time (engine.disaggregation evaluates one deployment:
+    its pool splits, rate curves and KV transfer): each row's devices, co-located split (the comparison
+    column), concurrency and lengths. A row the pools cannot take (e.g. ``prefill_devices`` leaves no whole
+    decode replica of that many devices) gets its reason in ``infeasible_reason``."""
+    import dataclasses
+
+    from llmsim.engine.columns import first_row
+    from llmsim.engine.errors import DesignError
+
+    n = len(np.atleast_1d(split.tp))
+    at = lambda v, i: np.broadcast_to(v, (n,))[i].item()
+    rows = []
+    for i in range(n):
+        one = split.take([i])
+        par = dataclasses.replace(sc.parallel, **{k: int(np.asarray(getattr(one, k))[0])
+                                                  for k in ("tp", "pp", "dp", "cp", "ep")})
+        w = dataclasses.replace(sc.workload, concurrency=at(concurrency, i), input_len=at(input_len, i),
+                                output_len=at(output_len, i))
+        row_sc = dataclasses.replace(sc, num_devices=int(at(num_devices, i)), parallel=par, workload=w)
+        try:
+            rows.append(with_slo_cost(_disaggregated_record(row_sc)))
+        except DesignError as err:
+            rows.append({**first_row(serving_inputs(row_sc, _split_inputs(one, np.array([row_sc.num_devices])),
+                                                    np.array([w.input_len]), np.array([w.output_len]),
+                                                    np.array([w.concurrency]))),
+                         "fits_in_memory": False, "infeasible_reason": str(err)})
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    return {k: np.array([r.get(k, np.nan if k != "infeasible_reason" else None) for r in rows],
+                        dtype=None if all(k in r for r in rows) and k != "infeasible_reason" else object)
+            for k in keys}
 
 
 def _slo_columns(sc, split, num_devices, input_len, output_len) -> dict:

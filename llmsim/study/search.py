@@ -1,6 +1,7 @@
 """`llmsim search`: every feasible split of a scenario, best first (a generated sweep).
 
-Serving and inference scenarios search tp, pp and ep; the replicas (dp) fill the devices. With an SLO
+Serving and inference scenarios search tp, pp and ep; the replicas (dp) fill the devices; disaggregated
+serving searches the prefill and decode pools' tp (their sizes as ``prefill_devices`` says). With an SLO
 (``serving.slo_ttft_s`` / ``slo_tpot_s``) the default ranking is the cost per million tokens at the
 highest load that meets it: the goodput per dollar.
 
@@ -30,6 +31,7 @@ SHOWN = ["tp", "pp", "dp", "ep", "cp", "microbatch_size", "recompute", "zero_sta
          "mfu", "memory_per_device_gb", "cost_per_million_tokens_usd"]
 SHOWN_SERVING = ["tp", "pp", "dp", "ep", "ttft_s", "tpot_s", "throughput_tokens_per_s_per_device",
                  "memory_per_device_gb", "cost_per_million_tokens_usd"]
+SHOWN_POOLS = ["prefill_devices", "prefill_tp", "decode_devices", "decode_tp"]
 SHOWN_SLO = ["slo_throughput_tokens_per_s_per_device", "slo_cost_per_million_tokens_usd"]
 HEADERS = {"ttft_s": "TTFT s", "tpot_s": "TPOT s", "throughput_tokens_per_s_per_device": "tok/s/dev",
            "cost_per_million_tokens_usd": "$/Mtok", "slo_throughput_tokens_per_s_per_device": "SLO tok/s/dev",
@@ -52,6 +54,8 @@ def shown(sc) -> list[str]:
     if sc.workload.mode == "training":
         return SHOWN
     slo = sc.workload.mode == "serving" and sc.serving.has_slo
+    if sc.workload.mode == "serving" and sc.serving.disaggregation is not None:
+        return SHOWN_POOLS + SHOWN_SERVING[4:] + (SHOWN_SLO if slo else [])
     return SHOWN_SERVING + (SHOWN_SLO if slo else [])
 
 
@@ -67,6 +71,11 @@ def search_spec(base: dict, source: str, sc, objective: str, maximize: bool) -> 
     cps = tuple(c for c in CPS if c <= n) if sc.workload.seq_len >= CP_MIN_SEQ else (1,)
     data = copy.deepcopy(base)
     data.setdefault("parallel", {}).pop("dp", None)  # derived for each split
+    if sc.workload.mode == "serving" and sc.serving.disaggregation is not None:
+        # disaggregated: each pool's tp (pp 1), the pool sizes chosen per pair (prefill_devices auto unless set)
+        axes = ((("serving", "disaggregation", "prefill", "tp"), tps),
+                (("serving", "disaggregation", "decode", "tp"), tps))
+        return SweepSpec(source, data, axes, (), (), (), ((objective, maximize),))
     if sc.workload.mode != "training":  # serving: the model split and the replicas (dp) it leaves
         axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps))
         return SweepSpec(source, data, axes, (), (), (), ((objective, maximize),))

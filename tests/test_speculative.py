@@ -82,3 +82,22 @@ def test_speculative_outside_co_located_serving_is_refused():
     r = run_cli("estimate", "--set", "serving.speculative.acceptance_rate=0.7")  # the default: training
     assert r.returncode == 2 and "serving.speculative is modelled for workload.mode serving" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_the_bundled_study_shows_where_speculation_pays(tmp_path):
+    # README's row for sweeps/serving-speculative.yaml: big gains at few requests, small ones or losses
+    # once the step is compute-bound
+    from pathlib import Path
+
+    import pandas as pd
+
+    spec = Path(__file__).resolve().parents[1] / "sweeps" / "serving-speculative.yaml"
+    csv = tmp_path / "s.csv"
+    r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1", "-o", str(csv))
+    assert r.returncode == 0, r.stderr
+    d = pd.read_csv(csv).set_index(["concurrency", "speculative_draft_tokens"])
+    assert len(d) == 25
+    tput = d["throughput_tokens_per_s_per_device"]
+    assert d.loc[(1, 4), "tpot_s"] < d.loc[(1, 0), "tpot_s"] / 2.5
+    assert tput[(64, 4)] > 1.3 * tput[(64, 0)]
+    assert tput[(256, 8)] < tput[(256, 0)] < tput[(256, 1)]

@@ -199,3 +199,22 @@ def test_search_picks_the_pools_tp_pair_with_the_cheapest_slo_tokens(registry):
         "serving.slo_ttft_s=1", "parallel.tp=4", "parallel.pp=1",
         f"serving.disaggregation={{prefill: {{tp: {best['prefill_tp']}}}, decode: {{tp: {best['decode_tp']}}}}}"]))
     assert best["slo_cost_per_million_tokens_usd"] == pytest.approx(one["slo_cost_per_million_tokens_usd"], rel=1e-12)
+
+
+def test_a_sweep_constraint_skips_rows_whose_pools_cannot_be_formed(tmp_path):
+    # 16 prefill devices of 16 leave no decode pool: that row has no ttft_s for the constraint to read
+    from conftest import run_cli
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("base:\n  model: llama3-70b\n  system: {accelerator: h100-sxm, num_devices: 16, network: dgx-h100}\n"
+                    "  parallel: {tp: 8, pp: 1}\n"
+                    "  workload: {mode: serving, precision: fp8, input_len: 1024, output_len: 256, concurrency: 64}\n"
+                    "  serving: {disaggregation: {prefill: {tp: 8}, decode: {tp: 8}}}\n"
+                    "grid:\n  serving.disaggregation.prefill_devices: [8, 16]\nconstraints: ['ttft_s < 5']\n")
+    out = tmp_path / "out.csv"
+    r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    import pandas as pd
+
+    d = pd.read_csv(out)
+    assert len(d) == 1 and d["prefill_devices"].iloc[0] == 8 and d["ttft_s"].iloc[0] < 5

@@ -195,3 +195,10 @@ def test_a_serving_sweep_may_vary_the_output_length(tmp_path, registry):
                                              "workload.concurrency=16", "workload.input_len=512",
                                              f"workload.output_len={row['output_len']}"]))
         assert row["tpot_s"] == pytest.approx(alone["tpot_s"], rel=1e-12)
+
+
+def test_auto_training_knobs_are_ignored_when_serving():
+    # virtual stages and microbatches do not exist in a serving engine: auto means nothing there
+    r = run_cli("estimate", "--set", "parallel.virtual_stages=auto", "--set", "parallel.microbatch_size=auto",
+                "--mode", "serving", "--input-len", "1024", "--output-len", "256", "--concurrency", "8")
+    assert r.returncode == 0, r.stderr

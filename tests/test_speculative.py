@@ -101,3 +101,18 @@ def test_the_bundled_study_shows_where_speculation_pays(tmp_path):
     assert d.loc[(1, 4), "tpot_s"] < d.loc[(1, 0), "tpot_s"] / 2.5
     assert tput[(64, 4)] > 1.3 * tput[(64, 0)]
     assert tput[(256, 8)] < tput[(256, 0)] < tput[(256, 1)]
+
+
+def test_a_step_cannot_keep_tokens_past_the_end_of_the_output(registry):
+    # two output tokens: one from the prefill, one decode step; 8 drafted tokens at a = 0.9 would keep
+    # E = 6.1 on average, but the request ends after 1: the decode costs a whole (verify + draft) step
+    def row(spec):
+        sc = est.load(None, registry, ["model=llama3-70b", "system.accelerator=h100-sxm", "system.network=dgx-h100",
+                                       "system.num_devices=8", "parallel.tp=8", "parallel.pp=1",
+                                       "workload.mode=serving", "workload.precision=fp8", "workload.input_len=1024",
+                                       "workload.output_len=2", "workload.concurrency=1", *spec])
+        return _row(sc)
+    plain = row([])
+    spec = row(["serving.speculative.acceptance_rate=0.9", "serving.speculative.draft_tokens=8"])
+    assert spec["tokens_per_decode_step"] == 1.0
+    assert spec["tpot_s"] > plain["tpot_s"]

@@ -145,7 +145,9 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     ctx, keys = mix["ctx"], mix["keys"]
     budget = float(s.max_batch_tokens)
     # speculating, a decode step runs q = k + 1 positions per request and yields e tokens on average
-    q, e = speculative.queries(sc), speculative.tokens_per_step(sc)
+    # (never more than the O - 1 tokens a request decodes: a step cannot keep tokens past the end)
+    q = speculative.queries(sc)
+    e = np.minimum(speculative.tokens_per_step(sc), np.maximum(osl - 1, 1.0))
     frac = (osl - 1) / (osl - 1 + 1.0)  # start: a one-step prefill
     for _ in range(ITERATIONS):
         # the others: d_o decoding, and their prompts at the rate they finish, (run - 1) f / ((O - 1) t / e)
@@ -180,7 +182,7 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         "requests_per_s": sp.dp * rate,
         "throughput_tokens_per_s": out_rate, "throughput_tokens_per_s_per_device": per_device,
         "tokens_per_s_per_user": 1.0 / tpot,
-        "tokens_per_decode_step": np.full(np.shape(tpot), e),
+        "tokens_per_decode_step": np.broadcast_to(e, np.shape(tpot)).astype(float),
         "running_requests_per_replica": run, "max_running_requests_per_replica": lim["max_running"],
         "kv_cache_occupancy": np.where(lim["kv_free_bytes"] > 0, kv_used / lim["kv_free_bytes"], np.inf),
         "kv_cache_gb": kv_used / 1e9,

@@ -77,10 +77,11 @@ class Split:
 def inputs_of(sc: Scenario) -> dict:
     """The split inputs of one scenario, as Python numbers (dp None when derived)."""
     p, w = sc.parallel, sc.workload
-    # microbatch_size auto is resolved for training (study.records.resolve_auto); serving has no microbatch
-    mb = 1 if p.microbatch_size == "auto" and w.mode != "training" else p.microbatch_size
+    # microbatch_size and virtual_stages auto are resolved for training (study.records.resolve_auto);
+    # serving and inference have neither microbatches nor interleaving
+    auto = lambda v: 1 if v == "auto" and w.mode != "training" else v
     return {"num_devices": sc.num_devices, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
-            "microbatch_size": mb, "virtual_stages": p.virtual_stages,
+            "microbatch_size": auto(p.microbatch_size), "virtual_stages": auto(p.virtual_stages),
             "global_batch_size": w.global_batch_size}
 
 

@@ -96,20 +96,25 @@ def _lengths(w) -> dict:
     return m
 
 
-def _serving(s) -> Serving:
+def _serving(s, acc) -> Serving:
+    from llmsim.spec.engines import scheduler_defaults
+
     d = s.disaggregation
     pools = None if d is None else Disaggregation(
         prefill_tp=d.prefill.tp, prefill_pp=d.prefill.pp, decode_tp=d.decode.tp, decode_pp=d.decode.pp,
         prefill_devices=None if d.prefill_devices == "auto" else d.prefill_devices)
     spec = None if s.speculative is None else Speculative(**s.speculative.model_dump())
-    return Serving(**s.model_dump(exclude={"disaggregation", "speculative"}), disaggregation=pools,
-                   speculative=spec)
+    given = s.model_dump(exclude={"disaggregation", "speculative", "engine"})
+    filled = scheduler_defaults(s.engine, acc.name, acc.hbm_bytes)
+    return Serving(**{k: (filled[k] if v is None and k in filled else v) for k, v in given.items()},
+                   engine=s.engine, disaggregation=pools, speculative=spec)
 
 
 def scenario_values(s: ScenarioSpec) -> Scenario:
     p, w = s.parallel, s.workload
+    acc = accelerator_values(s.system.accelerator)
     return Scenario(
-        model=model_values(s.model), accelerator=accelerator_values(s.system.accelerator),
+        model=model_values(s.model), accelerator=acc,
         num_devices=s.system.num_devices, network=network_values(s.system.network),
         parallel=Parallel(tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, sequence_parallel=p.sequence_parallel,
                           tp_comm_overlap=p.tp_comm_overlap, flash_attention=p.flash_attention,
@@ -124,7 +129,7 @@ def scenario_values(s: ScenarioSpec) -> Scenario:
                           **_lengths(w), kv_precision=w.kv_precision,
                           concurrency=w.concurrency, request_rate_per_s=w.request_rate_per_s),
         cost=CostRates(**s.cost.model_dump()), reliability=Reliability(**s.reliability.model_dump()),
-        serving=_serving(s.serving),
+        serving=_serving(s.serving, acc),
         names={"model": s.model.name, "accelerator": s.system.accelerator.name,
                "network": s.system.network.name},
     )

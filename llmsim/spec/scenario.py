@@ -205,14 +205,12 @@ class SpeculativeSpec(Strict):
 class ServingSpec(Strict):
     """The serving engine's scheduler; every default has its source."""
 
-    # tokens one step may run (decode tokens + prompt chunk): TensorRT-LLM's default max_num_tokens 8192
-    # (TensorRT-LLM docs, "Tuning max batch size and max num tokens"); vLLM V1 on large GPUs defaults to
-    # 8192 as well (max_num_batched_tokens)
-    max_batch_tokens: PosInt = 8192
-    # requests running at once: vLLM's max_num_seqs default 256 (vLLM engine arguments)
-    max_seqs: PosInt = 256
-    # paged KV cache block: vLLM's default block_size 16 tokens (Kwon et al. 2023, PagedAttention, sec. 4)
-    kv_block_tokens: PosInt = 16
+    # whose scheduler defaults fill the three below when they are not set (spec/engines.py, each from the
+    # engine's source): generic 8,192 tokens, 256 requests, blocks of 16 tokens
+    engine: Literal["generic", "vllm", "sglang", "tensorrt-llm"] = "generic"
+    max_batch_tokens: PosInt | None = None  # tokens one step may run (decode tokens + prompt chunk)
+    max_seqs: PosInt | None = None  # requests running at once
+    kv_block_tokens: PosInt | None = None  # tokens per paged KV cache block
     # share of each prompt found in the prefix cache (not recomputed); 0: no reuse
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0, lt=1)
     # service-level objectives: llmsim estimate reports the largest concurrency meeting both and the

@@ -153,8 +153,8 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
     except SpecError as err:
         # the scenario key goes into the reason too: "required key is missing" alone names nothing
         return _failed(ctx, points, fixed, varied, f"{err.path}: {err.message}" if err.path else err.message)
-    auto = next((k for k in ("virtual_stages", "microbatch_size")
-                 if getattr(sc.parallel, k) == "auto" and k not in varied), None)
+    auto = next((k for k in ("virtual_stages", "microbatch_size") if sc.workload.mode == "training"
+                 and getattr(sc.parallel, k) == "auto" and k not in varied), None)
     if auto is not None:
         return _failed(ctx, points, fixed, varied, f"parallel.{auto}: auto is for llmsim estimate and validate; "
                        f"a sweep lists the values, e.g. grid: parallel.{auto}: [1, 2, 4]")
@@ -235,7 +235,8 @@ def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> p
         # an engine may give a row its own reason (disaggregated pools it cannot form)
         good = np.asarray(cols.pop("infeasible_reason", np.full(int(ok.sum()), None)), dtype=object)
         good[~np.asarray(cols["fits_in_memory"], dtype=bool) & pd.isna(good)] = "does not fit in memory"
-        ctx.constrain(cols, good)
+        if pd.isna(good).any():  # rows the engine could not form carry only their inputs
+            ctx.constrain(cols, good)
         pts = points[ok]
         if ctx.spec.keep != "all":  # drop the rows that failed before building the frame, column by column
             kept = np.flatnonzero(pd.isna(good))

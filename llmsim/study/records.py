@@ -238,8 +238,10 @@ def serving_inputs(sc, n: dict, input_len, output_len, concurrency) -> dict:
     cols["concurrency"] = cols.pop("batch_size")
     const, w = _const(len(n["tp"])), sc.workload
     spec = sc.serving.speculative  # none: 0 drafted tokens, no acceptance rate
-    cols.update(input_len_cv=const(w.input_len_cv), output_len_cv=const(w.output_len_cv),
+    cols.update(engine=const(sc.serving.engine), input_len_cv=const(w.input_len_cv),
+                output_len_cv=const(w.output_len_cv),
                 speculative_draft_tokens=const(spec.draft_tokens if spec else 0),
+                speculative_draft_layers=const(spec.draft_layers if spec else 0),
                 speculative_acceptance_rate=const(spec.acceptance_rate if spec else np.nan))
     return cols
 
@@ -249,11 +251,11 @@ def serving_record(sc, split, num_devices, concurrency, input_len, output_len) -
     from llmsim.engine.errors import DesignError
     from llmsim.engine.serving import serving_columns
 
-    if sc.serving.disaggregation is not None:
-        return _disaggregated_rows(sc, split, num_devices, concurrency, input_len, output_len)
     if sc.workload.request_rate_per_s is not None:  # estimate takes it (_open_loop_record), sweeps not yet
         raise DesignError("sweeps and search take workload.concurrency; a request rate is evaluated by "
                           "llmsim estimate", path="workload.request_rate_per_s")
+    if sc.serving.disaggregation is not None:
+        return _disaggregated_rows(sc, split, num_devices, concurrency, input_len, output_len)
 
     cols = serving_inputs(sc, _split_inputs(split, num_devices), input_len, output_len, concurrency)
     cols.update(serving_columns(sc, split, concurrency, input_len, output_len, num_devices))
@@ -291,9 +293,19 @@ def _disaggregated_rows(sc, split, num_devices, concurrency, input_len, output_l
                                                     np.array([w.concurrency]))),
                          "fits_in_memory": False, "infeasible_reason": str(err)})
     keys = list(dict.fromkeys(k for r in rows for k in r))
-    return {k: np.array([r.get(k, np.nan if k != "infeasible_reason" else None) for r in rows],
-                        dtype=None if all(k in r for r in rows) and k != "infeasible_reason" else object)
-            for k in keys}
+    return {k: _column([r.get(k) for r in rows]) for k in keys}
+
+
+def _column(values: list) -> np.ndarray:
+    """One column of row dicts' values (None where a row lacks it): floats with NaN for missing numbers,
+    else objects."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))
+                       for v in present):
+        if len(present) == len(values):
+            return np.array(values)
+        return np.array([np.nan if v is None else v for v in values], dtype=float)
+    return np.array(values, dtype=object) if len(present) < len(values) else np.array(values)
 
 
 def _slo_columns(sc, split, num_devices, input_len, output_len) -> dict:

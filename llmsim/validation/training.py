@@ -50,9 +50,9 @@ def _default_microbatch(p: dict, framework: str, dp, pp: int, vpp: int, notes: l
     """The microbatch a record does not state. FSDP frameworks without pipelining (MaxText, TorchTitan)
     run each rank's whole local batch at once (no gradient accumulation by default); TorchTitan's
     pipelines split it into one microbatch per stage (``pipeline_parallel_microbatches`` defaults to the
-    number of stages). Megatron has no default (``--micro-batch-size`` must be given): a benchmark that
-    does not state it is taken at its tuned value, the fastest that fits (``auto``), as its unstated
-    interleaving is."""
+    number of stages). Other frameworks (Megatron-LM and Megatron-Core, NeMo, llm-foundry) have no default
+    a record could rely on (Megatron's ``--micro-batch-size`` must be given): a benchmark that does not
+    state it is taken at its tuned value, the fastest that fits (``auto``), as its unstated interleaving is."""
     gbs = p.get("global_batch_seqs")
     if gbs and dp and any(k in framework for k in ("MaxText", "torchtitan")):
         local = gbs // dp

@@ -202,3 +202,15 @@ def test_auto_training_knobs_are_ignored_when_serving():
     r = run_cli("estimate", "--set", "parallel.virtual_stages=auto", "--set", "parallel.microbatch_size=auto",
                 "--mode", "serving", "--input-len", "1024", "--output-len", "256", "--concurrency", "8")
     assert r.returncode == 0, r.stderr
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(osl=st.integers(2, 12), conc=st.sampled_from([1, 2, 4, 8, 16, 64, 256]))
+def test_short_outputs_keep_a_positive_first_token_time(registry, osl, conc):
+    # with long prompts and a few output tokens, prefill dominates: TTFT is at least one prompt's steps
+    # and never negative, and E2E covers it
+    sc = _scenario(registry, model="llama3-70b", devices=8, tp=8, isl=4096, osl=osl, conc=conc,
+                   extra=["workload.precision=fp8"])
+    c = _columns(sc, [conc])
+    ttft, e2e = float(c["ttft_s"][0]), float(c["e2e_latency_s"][0])
+    assert 0 < ttft <= e2e

@@ -13,7 +13,8 @@ steady state a request sees the other ``N - 1`` as a time average: ``d_o = (N - 
 tokens per step of length ``t`` (``X`` requests/s). So
 
   TPOT = t(1 + d_o, c_o)                                     its own decode step beside the others'
-  TTFT = w * t(d_o + I'/w, c_o),  w = max(1, I' / (B - d_o - c_o))  its prompt in w chunks
+  TTFT = w * t_p,  t_p = t(d_o, c_o t_p / TPOT + I'/w),  w = max(1, I' / (B - d_o))  its prompt in w
+                                           chunks, beside the others' prompts arriving while it runs
   E2E = TTFT + (O - 1) TPOT,  X = N / E2E,  f = (O - 1) TPOT / E2E
 
 solved by fixed-point iteration; ``t(d, c)`` is the fullest stage's forward over d decode tokens (at the
@@ -149,14 +150,17 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     q = speculative.queries(sc)
     e = np.minimum(speculative.tokens_per_step(sc), np.maximum(osl - 1, 1.0))
     frac = (osl - 1) / (osl - 1 + 1.0)  # start: a one-step prefill
+    stretch = 1.0  # a prefill step over a decode step: the others' prompts arrive for that long
     for _ in range(ITERATIONS):
         # the others: d_o decoding, and their prompts at the rate they finish, (run - 1) f / ((O - 1) t / e)
-        # requests per second times I' tokens times the step t
+        # requests per second times I' tokens times the step t (a decode step's, or a prefill step's)
         d_o = (run - 1) * frac
         c_o = d_o * prompt * e / np.maximum(osl - 1, 1)
-        tpot = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys) / e
+        step = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys)
+        tpot = step / e
         chunks = np.maximum(1.0, prompt / np.maximum(budget - d_o * q, 1.0))
-        prefill_step = step_time(sc, sp, st, d_o, c_o + prompt / chunks, ctx, keys)
+        prefill_step = step_time(sc, sp, st, d_o, c_o * stretch + prompt / chunks, ctx, keys)
+        stretch = prefill_step / step
         e2e_run = chunks * prefill_step + (osl - 1) * tpot
         rate = run / e2e_run
         frac = (osl - 1) * tpot / e2e_run

@@ -223,3 +223,10 @@ def test_a_megatron_benchmark_without_its_microbatch_takes_the_fastest_that_fits
     # records that state it keep it (Korthikanti et al. 2022: microbatch 1)
     stated = next(c for c in items if c.rec["id"] == "korthikanti_t5_530b_selective_sp")
     assert stated.scenario.parallel.microbatch_size == 1
+
+
+def test_the_microbatch_flag_takes_auto_and_names_itself_on_bad_input():
+    r = run_cli("estimate", "--microbatch-size", "auto", "--format", "json")
+    assert r.returncode == 0 and "microbatch_size auto -> " in r.stderr
+    r = run_cli("estimate", "--microbatch-size", "many")
+    assert r.returncode == 2 and r.stderr.startswith("llmsim: error: --microbatch-size many: parallel.microbatch_size")

@@ -136,6 +136,11 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
                 # Megatron-LM of 2021-22 predates FlashAttention (Dao et al., May 2022)
                 "flash_attention": not str(p.get("framework") or "").startswith("Megatron-LM (202"),
                 "attention_kernel": _attention_kernel(framework, megatron_core)}
+    if "torchtitan" in framework and zero == 3:
+        # TorchTitan's FSDP2 MixedPrecisionPolicy takes reduce_dtype from --training.mixed_precision_reduce,
+        # default and only choice "float32" (torchtitan/config_manager.py, 2024-25): fp32 reduce-scatters
+        parallel["grad_reduce_dtype"] = "fp32"
+        notes.append("TorchTitan reduces gradients in fp32 (mixed_precision_reduce)")
     if "moe" in model and "megablox False" in framework:
         parallel["moe_dispatch"] = "einsum"  # MaxText dense_matmul: GShard one-hot dispatch/combine einsums
         notes.append("MoE dispatch by one-hot einsums (MaxText megablox False)")

@@ -57,3 +57,18 @@ def test_an_unknown_engine_is_refused_in_one_line():
                 "--set", "serving.engine=triton")
     assert r.returncode == 2 and "serving.engine" in r.stderr and "tensorrt-llm" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_tensorrt_llm_runs_whole_prompts_and_refuses_longer_ones_than_a_step(registry):
+    # TensorRT-LLM's LLM API: enable_chunked_prefill False; a prompt then runs in one step, so one
+    # longer than max_num_tokens (8,192) cannot be served
+    sc = est.load(None, registry, ["model=llama3-8b", "system.num_devices=1", "parallel.tp=1", "parallel.pp=1",
+                                   "workload.mode=serving", "workload.input_len=512", "workload.output_len=128",
+                                   "workload.concurrency=8", "serving.engine=tensorrt-llm"])
+    assert sc.serving.chunked_prefill is False
+    r = run_cli("estimate", "--mode", "serving", "--concurrency", "8", "--input-len", "10000", "--output-len", "128",
+                "--set", "serving.engine=tensorrt-llm")
+    assert r.returncode == 2 and "exceeds the step budget (8,192) with chunked prefill off" in r.stderr
+    r = run_cli("estimate", "--mode", "serving", "--concurrency", "8", "--input-len", "10000", "--output-len", "128",
+                "--set", "serving.engine=tensorrt-llm", "--set", "serving.chunked_prefill=true")
+    assert r.returncode == 0, r.stderr

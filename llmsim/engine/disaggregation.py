@@ -34,7 +34,7 @@ from llmsim.engine.inference import kv_bytes_per_token_layer
 from llmsim.engine.network.collectives import collective_columns
 from llmsim.engine.network.topology import path_of, strides
 from llmsim.engine.request_mix import mg1_wait_quantile, mix_moments
-from llmsim.engine.serving import ITERATIONS, running_limit, step_time
+from llmsim.engine.serving import ITERATIONS, check_whole_prompts, running_limit, step_time
 from llmsim.engine.split import resolve_split
 from llmsim.engine.types import Scenario
 
@@ -111,7 +111,8 @@ def pool_curves(sc: Scenario, prefill_devices: int) -> dict:
     # prefill replica: a prompt alone in w chunks; busy, each step also carries the prompt tokens that
     # arrive during it (lambda I' t, as the co-located model's c_o), up to full steps of B
     st_p = strides(scp.parallel.order, spp.degrees)
-    chunks = max(1.0, prompt / budget)
+    check_whole_prompts(sc, prompt)
+    chunks = max(1.0, prompt / budget) if s.chunked_prefill else 1.0
     alone = chunks * float(step_time(scp, spp, st_p, np.zeros(1), np.array([prompt / chunks]), ctx, keys)[0])
     t_full = float(step_time(scp, spp, st_p, np.zeros(1), np.array([budget]), ctx, keys)[0])
     mu_p = max(1.0 / alone, budget / (prompt * t_full))  # requests/s per prefill replica

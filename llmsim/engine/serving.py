@@ -33,6 +33,7 @@ import numpy as np
 from llmsim.engine import speculative
 from llmsim.engine.columns import on_flag
 from llmsim.engine.compute import ACT_BYTES, Op, head_ops, kernel_time, layer_ops
+from llmsim.engine.errors import DesignError
 from llmsim.engine.inference import (
     _decode_attention,
     _logits_bytes_per_seq,
@@ -111,6 +112,16 @@ def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys):
     return out + np.where(np.asarray(d) > 0, t_draft, 0.0)
 
 
+def check_whole_prompts(sc: Scenario, prompt) -> None:
+    """Without chunked prefill a prompt runs in one step: refused when longer than the step budget (an
+    engine rejects it: TensorRT-LLM needs max_num_tokens >= the prompt then)."""
+    s = sc.serving
+    if not s.chunked_prefill and np.any(np.asarray(prompt) > s.max_batch_tokens):
+        raise DesignError(f"a prompt of {int(np.max(prompt)):,} tokens exceeds the step budget "
+                          f"({s.max_batch_tokens:,}) with chunked prefill off (serving.chunked_prefill: false)",
+                          path="serving.max_batch_tokens")
+
+
 def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
     """Requests a replica can run at once: max_seqs, and the paged KV cache at the mean context of a
     running request (I + O/2 with fixed lengths, request_mix.mix_moments' ctx with a spread; rounded up
@@ -140,6 +151,7 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     n = np.maximum(n_total / sp.dp, 1.0)  # per replica
     isl, osl = np.asarray(input_len, dtype=float), np.asarray(output_len, dtype=float)
     prompt = np.maximum(np.ceil(isl * (1 - s.prefix_cache_hit_rate)), 1.0)
+    check_whole_prompts(sc, prompt)
     lim = running_limit(sc, sp, isl, osl)
     run = np.minimum(n, np.maximum(lim["max_running"], 1))
     mix = mix_moments(sc.workload, isl, osl)
@@ -158,7 +170,7 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         c_o = d_o * prompt * e / np.maximum(osl - 1, 1)
         step = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys)
         tpot = step / e
-        chunks = np.maximum(1.0, prompt / np.maximum(budget - d_o * q, 1.0))
+        chunks = np.maximum(1.0, prompt / np.maximum(budget - d_o * q, 1.0)) if s.chunked_prefill else 1.0
         prefill_step = step_time(sc, sp, st, d_o, c_o * stretch + prompt / chunks, ctx, keys)
         stretch = prefill_step / step
         e2e_run = chunks * prefill_step + (osl - 1) * tpot

@@ -220,7 +220,8 @@ class Serving:
     max_batch_tokens: int = 8192
     max_seqs: int = 256
     kv_block_tokens: int = 16
-    engine: str = "generic"  # whose scheduler defaults filled the three above (spec/engines.py)
+    chunked_prefill: bool = True  # false: each prompt runs whole in one step (TensorRT-LLM's default)
+    engine: str = "generic"  # whose scheduler defaults filled the four above (spec/engines.py)
     prefix_cache_hit_rate: float = 0.0
     slo_ttft_s: float | None = None  # service-level objective on time to first token
     slo_tpot_s: float | None = None  # and on time per output token

@@ -211,6 +211,7 @@ class ServingSpec(Strict):
     max_batch_tokens: PosInt | None = None  # tokens one step may run (decode tokens + prompt chunk)
     max_seqs: PosInt | None = None  # requests running at once
     kv_block_tokens: PosInt | None = None  # tokens per paged KV cache block
+    chunked_prefill: bool | None = None  # prompts split across steps within the budget (false: whole)
     # share of each prompt found in the prefix cache (not recomputed); 0: no reuse
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0, lt=1)
     # service-level objectives: llmsim estimate reports the largest concurrency meeting both and the

@@ -116,3 +116,10 @@ def test_a_step_cannot_keep_tokens_past_the_end_of_the_output(registry):
     spec = row(["serving.speculative.acceptance_rate=0.9", "serving.speculative.draft_tokens=8"])
     assert spec["tokens_per_decode_step"] == 1.0
     assert spec["tpot_s"] > plain["tpot_s"]
+
+
+def test_more_than_sixteen_drafted_tokens_are_refused_in_one_line():
+    r = run_cli("estimate", "--mode", "serving", "--concurrency", "1", "--input-len", "512", "--output-len", "64",
+                "--set", "serving.speculative.acceptance_rate=0.5", "--set", "serving.speculative.draft_tokens=40")
+    assert r.returncode == 2 and "serving.speculative.draft_tokens" in r.stderr and "16" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -194,7 +194,8 @@ class SpeculativeSpec(Strict):
     """Speculative decoding with a draft head (EAGLE, Li et al. 2024; DeepSeek-V3 multi-token prediction):
     ``draft_tokens`` proposed per step, each kept with probability ``acceptance_rate`` (engine/speculative.py)."""
 
-    draft_tokens: PosInt = Field(default=3, le=16)  # k; EAGLE-2 and vLLM's examples propose 3-5
+    # k; EAGLE-2 and vLLM's examples propose 3-5; beyond 16 a position-independent acceptance rate means little
+    draft_tokens: int = Field(default=3, gt=0, le=16)
     # per-token acceptance: no default a source could give for every model and prompt; measure it (vLLM
     # and SGLang log it) and set it
     acceptance_rate: float = Field(gt=0, lt=1)

@@ -58,7 +58,9 @@ def test_fitted_constants_lie_within_their_physical_bounds():
 
 
 def test_cross_validated_error_has_not_risen(items):
-    pred, folds = fitting.cross_validate(items, jobs=2)
+    # each fold refits on the other sources, from that fold's recorded constants (which never saw the source
+    # held out): unchanged physics converges in a step or two; changed physics moves the refit
+    pred, folds = fitting.cross_validate(items, jobs=2, starts=RECORDED["folds"])
     cv = _mode_errors(items, pred)
     assert all(math.isfinite(v) for v in cv.values()) and len(folds) >= 9
     assert regressions(items, cal.fitted_values(), cv) == []

@@ -103,20 +103,24 @@ def mae(items: list[Case], pred: np.ndarray) -> float:
     return sum(err) / len(err) if err else math.nan
 
 
-def _fold(items: list[Case], source: str) -> tuple[str, dict, list[float]]:
+def _fold(items: list[Case], source: str, start: dict[str, float] | None) -> tuple[str, dict, list[float]]:
     train = [c for c in items if c.source != source]
     held = [c for c in items if c.source == source]
-    values = fit(train)  # from the declared starts: the full fit, which saw this source, is not used
+    values = fit(train, start)  # never from the full fit, which saw this source
     return source, values, predictions(held, values).tolist()
 
 
-def cross_validate(items: list[Case], jobs: int = -1) -> tuple[np.ndarray, dict]:
+def cross_validate(items: list[Case], jobs: int = -1,
+                   starts: dict[str, dict[str, float]] | None = None) -> tuple[np.ndarray, dict]:
     """Leave-one-source-out: (each case's prediction by the fit that did not see its source, the
-    constants of each fold). Every fold starts from the declared starts."""
+    constants of each fold). Every fold starts from the declared starts, or from ``starts[source]`` where
+    given: a fold's own earlier constants (as recorded in the calibration file), which also never saw the
+    source, so a refit from them converges in a few steps when nothing changed and is still a refit when
+    something did."""
     from joblib import Parallel, delayed
 
     sources = sorted({c.source for c in items})
-    folds = Parallel(n_jobs=jobs)(delayed(_fold)(items, s) for s in sources)
+    folds = Parallel(n_jobs=jobs)(delayed(_fold)(items, s, (starts or {}).get(s)) for s in sources)
     pred = np.full(len(items), np.nan)
     for source, _, held in folds:
         idx = [i for i, c in enumerate(items) if c.source == source]

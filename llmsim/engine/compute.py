@@ -191,6 +191,54 @@ def low_precision_casts(ops: list[Op], precision: str) -> list[Op]:
             and op.name not in ("router", "moe_dispatch", "moe_combine")]
 
 
+# The kernel that writes each 16-bit GEMM input, where a serving engine quantises it for an FP8/FP4 GEMM
+# (vLLM fuse_norm_quant and fuse_act_quant, on by default from -O2 in vLLM 0.12, vllm/config/vllm.py
+# OPTIMIZATION_LEVEL_02; TensorRT-LLM's fused RMSNorm-quant and SwiGLU-quant kernels). Inputs written by
+# another kernel (the attention output, permuted MoE rows, MLA's inner norms) get a quantisation kernel
+# of their own.
+QUANT_PRODUCER = {"qkv_proj": "attn_norm", "q_proj": "attn_norm", "q_down": "attn_norm", "kv_down": "attn_norm",
+                  "mlp_up": "mlp_norm", "shared_up": "mlp_norm", "mlp_down": "mlp_act",
+                  "experts_down": "experts_act", "shared_down": "shared_act"}
+# each RMSNorm and the residual add before it run as one kernel in serving engines (vLLM fused_add_rms_norm,
+# csrc/layernorm_kernels.cu; SGLang/FlashInfer fused_add_rmsnorm; TensorRT-LLM residual + RMSNorm)
+RESIDUAL_BEFORE = {"mlp_norm": "attn_residual", "attn_norm": "mlp_residual"}  # a layer's last add, the next's norm
+
+
+def engine_ops(ops: list[Op], precision: str) -> list[Op]:
+    """A serving engine's kernels for one layer's training-shaped ``ops`` (``layer_ops``): no Transformer
+    Engine casts (which also write the column-major copy only a backward reads); each GEMM input quantised
+    by the kernel that writes it (``QUANT_PRODUCER``: it writes ``w`` bytes an element instead of 2) or by
+    one kernel of its own (read 2 bytes, write ``w``); each residual add fused into the RMSNorm after it
+    (one kernel reads the sum's inputs, writes the residual and the normalised copy: one read fewer)."""
+    wb = PRECISION_BYTES[precision]
+    by = {op.name: op for op in ops}
+    saved: dict[str, float] = {}
+    quant: list[Op] = []
+    for op in ops:
+        if wb >= ACT_BYTES or op.kind != "gemm" or op.core_attention or op.name in ("router", "moe_dispatch",
+                                                                                       "moe_combine"):
+            continue
+        producer = QUANT_PRODUCER.get(op.name)
+        if producer in by:  # one quantised output however many GEMMs read it
+            saved[producer] = op.cast_elems[0] * (ACT_BYTES - wb)
+        else:
+            quant.append(Op(f"{op.name}_quant", "elementwise", 0.0, op.cast_elems[0] * (ACT_BYTES + wb), np.inf,
+                            1.0, op.count))
+    out = []
+    for op in ops:
+        if op.name.endswith("_cast") or op.name in RESIDUAL_BEFORE.values():
+            continue
+        nbytes = op.bytes - saved.get(op.name, 0.0)
+        add = by.get(RESIDUAL_BEFORE.get(op.name, ""))
+        if add is not None:  # the norm reads the sum from registers, not HBM: half its 16-bit traffic
+            out.append(Op(f"residual_{op.name}", op.kind, op.flops, nbytes + add.bytes - op.bytes / 2, op.min_dim,
+                          op.bwd_ratio, op.count))
+        else:
+            out.append(Op(op.name, op.kind, op.flops, nbytes, op.min_dim, op.bwd_ratio, op.count,
+                          op.core_attention, op.cast_elems, op.kernels))
+    return out + quant
+
+
 def head_ops(m: Model, b, s, tp, cp, precision: str) -> list[Op]:
     """Final norm, output projection (logits) and the cross-entropy loss of the last stage."""
     tokens = b * s / cp

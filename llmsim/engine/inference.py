@@ -23,7 +23,7 @@ import numpy as np
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.columns import first_row, on_distinct, on_flag
-from llmsim.engine.compute import ACT_BYTES, Op, head_ops, kernel_time, layer_ops
+from llmsim.engine.compute import ACT_BYTES, Op, engine_ops, head_ops, kernel_time, layer_ops
 from llmsim.engine.errors import DesignError
 from llmsim.engine.memory import moe_dispatch_factor
 from llmsim.engine.network.topology import group_collectives, strides
@@ -94,8 +94,8 @@ def _phase_ops(sc: Scenario, b, s, tp, ep, in_tp: bool, ctx=None) -> tuple[list[
     etp = tp // ep if in_tp else None
 
     def layer(moe: bool) -> list[Op]:
-        ops = layer_ops(m, b, s, tp, 1, False, w.precision, moe, ep, flash=True, touched_experts=touched,
-                        expert_tp=etp)
+        ops = engine_ops(layer_ops(m, b, s, tp, 1, False, w.precision, moe, ep, flash=True,
+                                   touched_experts=touched, expert_tp=etp), w.precision)
         if ctx is not None:
             ops = [_decode_attention(m, b, ctx, tp, kvp, 1.0) if op.name == "attention" else op for op in ops]
         return ops

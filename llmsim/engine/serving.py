@@ -32,7 +32,7 @@ import numpy as np
 
 from llmsim.engine import speculative
 from llmsim.engine.columns import on_flag
-from llmsim.engine.compute import ACT_BYTES, Op, head_ops, kernel_time, layer_ops
+from llmsim.engine.compute import ACT_BYTES, Op, engine_ops, head_ops, kernel_time, layer_ops
 from llmsim.engine.errors import DesignError
 from llmsim.engine.inference import (
     _decode_attention,
@@ -74,7 +74,7 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
     etp = tp // ep if in_tp else None
 
     def layer(moe: bool):
-        ops = layer_ops(m, 1, d * q + c, tp, 1, False, prec, moe, ep, flash=True, expert_tp=etp)
+        ops = engine_ops(layer_ops(m, 1, d * q + c, tp, 1, False, prec, moe, ep, flash=True, expert_tp=etp), prec)
         out = 0.0
         for op in ops:
             if op.name == "attention":  # decode tokens read their cache, prompt tokens their prefix

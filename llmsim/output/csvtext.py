@@ -41,27 +41,26 @@ def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, first
 
 
-def _numeric(values: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
-    """(codes, cell of each code) of a float, integer or boolean numpy column, as pandas writes it."""
+def _numeric(values: np.ndarray) -> np.ndarray | None:
+    """Cells of a float, integer or boolean numpy column, as pandas writes them."""
     kind = values.dtype.kind
     if kind == "b":
-        return values.astype(np.int64), ["False", "True"]
+        return np.where(values, "True", "False").astype(object)
     if kind not in "iuf" or values.dtype.byteorder not in "=|" or values.dtype.itemsize != 8 and kind == "f":
         return None
     codes, first = _factorize(np.ascontiguousarray(values))
     distinct = values[first]
     if kind == "f":  # repr: the digits of numpy's astype(str) (both the shortest round trip), twice as fast
-        text = list(map(float.__repr__, distinct.tolist()))
-        for i in np.flatnonzero(np.isnan(distinct)).tolist():
-            text[i] = ""
+        text = np.array(list(map(float.__repr__, distinct.tolist())), dtype=object)
+        text[np.isnan(distinct)] = ""
     else:
-        text = list(map(str, distinct.tolist()))
-    return codes, text
+        text = np.array(list(map(str, distinct.tolist())), dtype=object)
+    return text[codes]
 
 
-def _objects(column: pd.Series) -> tuple[np.ndarray, list[str]] | None:
-    """(codes, cell of each code) of a nullable-integer, string or object column of strings, booleans and
-    integers (missing: empty), or None."""
+def _objects(column: pd.Series) -> np.ndarray | None:
+    """Cells of a nullable-integer, string or object column of strings, booleans and integers (missing:
+    empty), or None."""
     codes, uniques = pd.factorize(column, use_na_sentinel=True)
     values = np.asarray(uniques, dtype=object)
     dtype = column.dtype
@@ -71,22 +70,7 @@ def _objects(column: pd.Series) -> tuple[np.ndarray, list[str]] | None:
         text = [_quote(_BREAKS.sub(" ", v)) if type(v) is str else str(v) for v in values]
     else:
         return None
-    return np.where(codes < 0, len(text), codes), text + [""]  # a missing value: the empty last entry
-
-
-def _join(left: tuple[np.ndarray, list[str]], right: tuple[np.ndarray, list[str]]) -> tuple[np.ndarray, list[str]]:
-    """Two adjacent columns as one (codes, cells) whose cells are theirs joined by a comma: only the
-    combinations that occur, each formatted once."""
-    (codes, text), (more_codes, more_text) = left, right
-    n = len(more_text)
-    key = codes * n + more_codes  # the pair's index among all len(text) x n combinations
-    used = np.flatnonzero(np.bincount(key, minlength=len(text) * n))
-    index = np.empty(len(text) * n, dtype=np.int64)
-    index[used] = np.arange(len(used))
-    return index[key], [f"{text[u // n]},{more_text[u % n]}" for u in used.tolist()]
-
-
-COMBINATIONS = 1 << 17  # most combinations of a run of adjacent columns formatted together
+    return np.array(text + [""], dtype=object)[codes]  # code -1 (missing) picks the last entry
 
 
 def lines(frame: pd.DataFrame) -> str | None:
@@ -94,19 +78,12 @@ def lines(frame: pd.DataFrame) -> str | None:
     breaks became a space, or None where a column is of a kind this does not format."""
     if frame.shape[1] < 2 or not len(frame):
         return None
-    cells: list[list[str]] = []
-    run = None  # adjacent columns of few values so far, joined: a row then joins one cell for all of them
+    cells = []
     for name in frame.columns:
         column = frame[name]
         values = column.to_numpy() if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iufb" else None
         out = _numeric(values) if values is not None else _objects(column)
         if out is None:
             return None
-        if run is not None and len(run[1]) * len(out[1]) <= COMBINATIONS:
-            run = _join(run, out)
-            continue
-        if run is not None:
-            cells.append(np.array(run[1], dtype=object)[run[0]].tolist())
-        run = out
-    cells.append(np.array(run[1], dtype=object)[run[0]].tolist())
+        cells.append(out.tolist())
     return "\n".join(map(",".join, zip(*cells, strict=True))) + "\n"

@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from llmsim.engine.errors import DesignError
+from llmsim.spec.engines import ENGINES
 from llmsim.spec.presets import PresetRegistry
 from llmsim.study import records as est
 
@@ -57,7 +58,8 @@ def scenario_overrides(rec: dict) -> list[str] | None:
             f"system.num_devices={hw['count']}", f"parallel.tp={p['tp']}", f"parallel.pp={p.get('pp') or 1}",
             "parallel.ep=1", "workload.mode=serving", f"workload.precision={prec}",
             f"workload.kv_precision={kv}", f"workload.input_len={w['input_len']}",
-            f"workload.output_len={w['output_len']}", f"workload.concurrency={w['concurrency']}"]
+            f"workload.output_len={w['output_len']}", f"workload.concurrency={w['concurrency']}",
+            *([f"serving.engine={rec['engine']}"] if rec.get("engine") in ENGINES else [])]
 
 
 def rows() -> list[dict]:

@@ -1,5 +1,6 @@
 """Serving engine profiles: each engine's scheduler defaults for the accelerator (spec/engines.py)."""
 
+import numpy as np
 import pytest
 from conftest import run_cli
 
@@ -72,3 +73,36 @@ def test_tensorrt_llm_runs_whole_prompts_and_refuses_longer_ones_than_a_step(reg
     r = run_cli("estimate", "--mode", "serving", "--concurrency", "8", "--input-len", "10000", "--output-len", "128",
                 "--set", "serving.engine=tensorrt-llm", "--set", "serving.chunked_prefill=true")
     assert r.returncode == 0, r.stderr
+
+
+def test_each_engine_gives_its_kv_cache_its_documented_share_of_memory():
+    # 80 GB device, 35 GB of weights, 1 GB workspace, 2 GB reserve: llmsim's own accounting leaves 42 GB
+    from llmsim.engine.serving import kv_budget
+
+    gib = 2**30
+    args = (80e9, 35e9, 1e9, 2e9, 2)
+    assert kv_budget("generic", *args) == pytest.approx(42e9)
+    assert kv_budget("tensorrt-llm", *args) == pytest.approx(0.9 * 42e9)  # free_gpu_memory_fraction 0.9
+    assert kv_budget("vllm", *args) == pytest.approx(42e9 - 8e9)  # gpu_memory_utilization 0.9 of 80 GB
+    # SGLang 0.5.2 under 90 GB: the device less (9.5 + tp x pp / 2) GiB = 10.5 GiB, less the weights
+    assert kv_budget("sglang", *args) == pytest.approx(80e9 - 10.5 * gib - 35e9)
+    assert kv_budget("sglang", 192e9, 35e9, 1e9, 2e9, 8) == pytest.approx(192e9 - 32 * gib - 35e9)  # over 160 GB
+
+
+def test_tensorrt_llm_runs_fewer_requests_at_once_than_llmsims_own_accounting(registry):
+    # NIM's Llama 3.3 70B FP8 on 2 H100 (5,000 in / 500 out) saturates at ~86 running requests
+    # (docs/research/serving_records.yaml: ~920 tokens/s x 93 ms); 90% of the KV memory llmsim counts
+    from llmsim.engine.serving import running_limit
+    from llmsim.engine.split import resolve_split
+
+    base = ["model=llama3-70b", "system.accelerator=h100-sxm", "system.network=dgx-h100", "system.num_devices=2",
+            "parallel.tp=2", "parallel.pp=1", "workload.mode=serving", "workload.precision=fp8",
+            "workload.input_len=5000", "workload.output_len=500", "workload.concurrency=100"]
+    limits = {}
+    for engine in ("generic", "tensorrt-llm"):
+        sc = est.load(None, registry, base + [f"serving.engine={engine}", "serving.max_seqs=256",
+                                              "serving.max_batch_tokens=8192", "serving.kv_block_tokens=32"])
+        sp = resolve_split(sc).as_column()
+        limits[engine] = int(running_limit(sc, sp, np.array([5000.0]), np.array([500.0]))["max_running"][0])
+    assert limits["tensorrt-llm"] == pytest.approx(0.9 * limits["generic"], abs=1)
+    assert 80 <= limits["tensorrt-llm"] <= 92

@@ -122,6 +122,25 @@ def check_whole_prompts(sc: Scenario, prompt) -> None:
                           path="serving.max_batch_tokens")
 
 
+GIB = 2**30
+
+
+def kv_budget(engine: str, hbm, weights, workspace, reserved, ranks):
+    """Bytes a device gives its KV cache under ``engine``'s default memory setting (sources and quotes:
+    docs/research/serving_engine_defaults.yaml)."""
+    left = hbm - weights - workspace - reserved  # what llmsim's own accounting leaves (``generic``)
+    if engine == "tensorrt-llm":  # KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory left free
+        return 0.9 * left
+    if engine == "vllm":  # gpu_memory_utilization 0.9 of the device for weights, activations and the KV cache
+        return left - 0.1 * hbm
+    if engine == "sglang":  # mem_fraction_static: the device less (9.5 + tp x pp / 2) GiB under 90 GB,
+        # (12 + tp x pp / 2) GiB to 160 GB, 32 GiB above, for weights and KV (server_args.py, 0.5.2)
+        kept = np.where(hbm < 90 * GIB, (9.5 + ranks / 2) * GIB,
+                        np.where(hbm < 160 * GIB, (12 + ranks / 2) * GIB, 32 * GIB))
+        return hbm - kept - weights
+    return left
+
+
 def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
     """Requests a replica can run at once: max_seqs, and the paged KV cache at the mean context of a
     running request (I + O/2 with fixed lengths, request_mix.mix_moments' ctx with a spread; rounded up
@@ -136,7 +155,8 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
     fixed = memory_bytes(sc, sp, 0, input_len, output_len)
     # the step's workspace: the live tensors of max_batch_tokens tokens and the fp32 logits of max_seqs
     workspace = s.max_batch_tokens * _workspace_per_token(sc, sp.tp) + s.max_seqs * _logits_bytes_per_seq(sc, sp.tp)
-    free = sc.accelerator.hbm_bytes - fixed["weights"] - fixed["reserved"] - workspace
+    free = kv_budget(s.engine, sc.accelerator.hbm_bytes, fixed["weights"], workspace, fixed["reserved"],
+                     sp.tp * sp.pp)
     kv_fit = np.maximum(np.floor(free / per_seq), 0)
     return {"kv_per_seq_bytes": per_seq, "kv_free_bytes": free,
             "max_running": np.minimum(kv_fit, s.max_seqs).astype(np.int64)}

@@ -60,13 +60,16 @@ def test_beyond_the_running_limit_requests_queue(registry):
 
 @SETTINGS
 @given(model=st.sampled_from(["llama3-8b", "llama3-70b", "mixtral-8x7b"]), tp=st.sampled_from([2, 4, 8]),
-       isl=st.sampled_from([128, 1024, 4096]), osl=st.sampled_from([16, 256, 1024]))
-def test_more_concurrency_never_lowers_throughput_nor_improves_tpot(registry, model, tp, isl, osl):
-    sc = _scenario(registry, model=model, devices=tp, tp=tp, isl=isl, osl=osl, extra=["workload.precision=fp8"])
+       isl=st.sampled_from([128, 1024, 4096]), osl=st.sampled_from([16, 256, 1024]),
+       engine=st.sampled_from(["generic", "tensorrt-llm"]))  # chunked prompts, or whole ones that queue
+def test_more_concurrency_never_lowers_throughput_nor_improves_tpot(registry, model, tp, isl, osl, engine):
+    sc = _scenario(registry, model=model, devices=tp, tp=tp, isl=isl, osl=osl,
+                   extra=["workload.precision=fp8", f"serving.engine={engine}"])
     conc = np.arange(1, 300)
     cols = _columns(sc, conc)
     thr, tpot = cols["throughput_tokens_per_s_per_device"], cols["tpot_s"]
-    assert (np.diff(thr) >= -1e-9 * thr[1:]).all()
+    # the closed loop's fixed point settles to ~1e-9 with chunked prompts, to ~1e-4 with whole ones
+    assert (np.diff(thr) >= -(1e-9 if engine == "generic" else 1e-4) * thr[1:]).all()
     assert (np.diff(tpot) >= -1e-12).all()
 
 

@@ -50,6 +50,7 @@ from llmsim.engine.split import Split
 from llmsim.engine.types import Scenario
 
 ITERATIONS = 8  # fixed-point steps: the decode fraction settles to < 0.1% in 4-6 on the bundled cases
+RHO_MAX = 0.999  # the whole-prompt queue's load, at most (the closed loop's cap on the wait binds first)
 
 
 def _prefill_attention(m, c, keys, tp, kv_precision: str) -> Op:
@@ -110,6 +111,22 @@ def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys):
     draft_comm, _ = forward_comm(sc, sp, st, drafting)
     t_draft = speculative.draft_time(sc, draft["layer"], draft["head"], draft_comm / sp.layers_per_stage)
     return out + np.where(np.asarray(d) > 0, t_draft, 0.0)
+
+
+def whole_prompt_rate(run, busy, service, bisections: int = 48):
+    """Requests/s of ``run`` requests in a closed loop that each spend ``busy`` seconds prefilling and
+    decoding and first wait for the prompts ahead of theirs, served one ``service`` (a step over the prompts
+    it takes) at a time: the mean wait of an M/D/1 queue, rho S / (2 (1 - rho)) (Pollaczek-Khinchine),
+    rho = X S, at most the wait behind all the others, (run - 1) S. X solves X (W(X) + busy) = run, whose
+    left side rises with X: bisection, so that the rate never oscillates with the wait it sets."""
+    lo, hi = np.zeros_like(busy * run), run / busy  # hi: no wait at all
+    for _ in range(bisections):
+        x = (lo + hi) / 2
+        rho = np.minimum(x * service, RHO_MAX)
+        wait = np.minimum(rho * service / (2 * (1 - rho)), (run - 1) * service)
+        over = x * (wait + busy) > run
+        lo, hi = np.where(over, lo, x), np.where(over, x, hi)
+    return lo
 
 
 def check_whole_prompts(sc: Scenario, prompt) -> None:
@@ -183,7 +200,8 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     e = np.minimum(speculative.tokens_per_step(sc), np.maximum(osl - 1, 1.0))
     frac = (osl - 1) / (osl - 1 + 1.0)  # start: a one-step prefill
     stretch = 1.0  # a prefill step over a decode step: the others' prompts arrive for that long
-    for _ in range(ITERATIONS):
+    # whole prompts settle slower (the wait for a step moves the decode fraction): 3x the steps, to 1e-4
+    for _ in range(ITERATIONS if s.chunked_prefill else 3 * ITERATIONS):
         # the others: d_o decoding, and their prompts at the rate they finish, (run - 1) f / ((O - 1) t / e)
         # requests per second times I' tokens times the step t (a decode step's, or a prefill step's)
         d_o = (run - 1) * frac
@@ -191,9 +209,15 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         step = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys)
         tpot = step / e
         chunks = np.maximum(1.0, prompt / np.maximum(budget - d_o * q, 1.0)) if s.chunked_prefill else 1.0
-        prefill_step = step_time(sc, sp, st, d_o, c_o * stretch + prompt / chunks, ctx, keys)
+        if s.chunked_prefill:
+            prefill_step = step_time(sc, sp, st, d_o, c_o * stretch + prompt / chunks, ctx, keys)
+            e2e_run = chunks * prefill_step + (osl - 1) * tpot
+        else:  # whole prompts: a step takes those that fit its budget beside the decodes, the rest wait
+            per_step = 1 + np.floor(np.maximum(budget - d_o * q - prompt, 0.0) / prompt)
+            prefill_step = step_time(sc, sp, st, d_o, np.minimum(c_o * stretch, (per_step - 1) * prompt) + prompt,
+                                     ctx, keys)
+            e2e_run = run / whole_prompt_rate(run, prefill_step + (osl - 1) * tpot, prefill_step / per_step)
         stretch = prefill_step / step
-        e2e_run = chunks * prefill_step + (osl - 1) * tpot
         rate = run / e2e_run
         frac = (osl - 1) * tpot / e2e_run
     # The step budget caps the tokens of a step: at most d_max = B (O - 1) / (q (O - 1) + I' e) requests

@@ -26,7 +26,7 @@ import numpy as np
 from llmsim.atomic import atomic_file
 from llmsim.engine import calibration as cal
 from llmsim.engine.errors import DesignError
-from llmsim.validation.records import DATA, DECODE_DATA, RECIPES
+from llmsim.validation.records import DATA, DECODE_DATA, RECIPES, SERVING_DATA
 from llmsim.validation.runs import Case
 
 DIGITS = 4
@@ -154,7 +154,7 @@ def calibrate(items: list[Case], jobs: int = -1) -> dict:
         "method": "least squares on log(predicted / measured) over every converted record, constants "
                   f"within their bounds, rounded to {DIGITS} significant digits; cross-validation leaves one "
                   "source out and refits (llmsim/validation/calibrate.py)",
-        "data_sha256": {p.name: _sha256(p) for p in (DATA, DECODE_DATA, RECIPES)},
+        "data_sha256": {p.name: _sha256(p) for p in (DATA, DECODE_DATA, SERVING_DATA, RECIPES)},
         "constants": values,
         "bounds": {n: [f.low, f.high] for n, f in cal.FITTED.items()},
         "records": [c.rec["id"] for c in items],

@@ -52,6 +52,19 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
     return scenario, notes
 
 
+def serving_dict(rec: dict) -> tuple[dict, list[str]]:
+    """A serving-mode scenario for a closed-loop record (``serving_runs.yaml``): the record's split and
+    lengths, its concurrency, on its engine's profile."""
+    scenario, notes = scenario_dict({**rec, "workload": {**rec["workload"], "batch": 1}})
+    w, engine = rec["workload"], rec["parallel"].get("engine") or "generic"
+    scenario["workload"].update(mode="serving", concurrency=w["concurrency"])
+    scenario["workload"].pop("batch_size")
+    scenario["serving"] = {"engine": engine}
+    notes[:] = [n for n in notes if not n.startswith("static batch")]
+    notes.insert(0, f"closed loop, {w['concurrency']} requests in flight, {engine} profile")
+    return scenario, notes
+
+
 def measured_per_device(rec: dict) -> tuple[float, str]:
     x = rec["metrics"]
     if x.get("output_tokens_per_s_per_gpu"):
@@ -72,7 +85,7 @@ def measured_tpot(rec: dict) -> tuple[float, str]:
     tpot = rec["metrics"].get("tpot_ms")
     if not tpot:
         raise Skip("no time-per-output-token metric")
-    return tpot / 1e3, "TPOT at batch 1 (ms / 1e3; derivation in the record's notes)"
+    return tpot / 1e3, "TPOT (ms / 1e3; derivation in the record's notes)"
 
 
 def ttft_details(out: dict, how: str) -> dict:
@@ -81,10 +94,17 @@ def ttft_details(out: dict, how: str) -> dict:
 
 
 def groups(rec: dict) -> dict:
-    framework = (rec["parallel"].get("framework") or "").split(" (")[0] if rec["category"] == "inference_decode_latency" \
+    framework = (rec["parallel"].get("framework") or "").split(" (")[0] \
+        if rec["category"] == "inference_decode_latency" or rec["category"].startswith("serving") \
         else "MLPerf" if rec["id"].startswith("mlperf") else "TensorRT-LLM"
     return {"paper": "-", "framework": framework,
             "hardware": rec["hardware"]["accelerator"], "source": source_of(rec)}
+
+
+def serving_details(out: dict, how: str) -> dict:
+    """The columns of a closed-loop serving row beyond the measured and predicted value."""
+    return {"batch_size": out["running_requests_per_replica"], "ttft_s": out["ttft_s"], "tpot_s": out["tpot_s"],
+            "fits_in_memory": out["fits_in_memory"]}
 
 
 def details(out: dict, how: str) -> dict:

@@ -16,6 +16,7 @@ DATA = Path(__file__).parent.parent / "data" / "published_runs.yaml"
 DECODE_DATA = Path(__file__).parent.parent / "data" / "decode_latency_runs.yaml"
 # settings the records omit, each cited to the recipe the run was launched with (not calibration)
 RECIPES = Path(__file__).parent.parent / "data" / "recipe_settings.yaml"
+SERVING_DATA = Path(__file__).parent.parent / "data" / "serving_runs.yaml"
 
 # record accelerator name -> (accelerator preset, network preset): training records name the exact SKU,
 # serving benchmarks the product
@@ -46,7 +47,7 @@ class Skip(Exception):
     """A record llmsim cannot model; the message is the reason."""
 
 
-def load_records(paths: tuple[Path, ...] = (DATA, DECODE_DATA)) -> list[dict]:
+def load_records(paths: tuple[Path, ...] = (DATA, DECODE_DATA, SERVING_DATA)) -> list[dict]:
     out = []
     for path in paths:
         with open(path, encoding="utf-8") as fh:

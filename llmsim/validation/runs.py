@@ -42,6 +42,18 @@ def _estimate_inference(sc) -> dict:
     return estimate_inference(sc)
 
 
+def _estimate_serving(sc) -> dict:
+    import numpy as np
+
+    from llmsim.engine.columns import first_row
+    from llmsim.engine.serving import serving_columns
+    from llmsim.engine.split import resolve_split
+
+    w = sc.workload
+    return first_row(serving_columns(sc, resolve_split(sc).as_column(), np.array([w.concurrency]),
+                                     np.array([w.input_len]), np.array([w.output_len]), np.array([sc.num_devices])))
+
+
 THROUGHPUT = ("measured_tokens_per_s_per_device", "predicted_tokens_per_s_per_device")
 TRAINING = Kind("training", ("training_scaling_study", "training_framework_benchmark", "training_microbenchmark"),
                 training.convert, training.measured_tokens_per_s_per_device, _estimate_training,
@@ -55,7 +67,14 @@ LATENCY = Kind("inference", ("inference_latency",), inference.scenario_dict, inf
 DECODE = Kind("inference", ("inference_decode_latency",), inference.scenario_dict, inference.measured_tpot,
               _estimate_inference, "tpot_s", ("measured_tpot_s", "predicted_tpot_s"), inference.groups,
               inference.ttft_details)
-KINDS = (TRAINING, INFERENCE, LATENCY, DECODE)
+# closed-loop serving records (serving_runs.yaml), one per published metric
+SERVING = tuple(Kind("inference", (f"serving_closed_loop_{key}",), inference.serving_dict, measured, _estimate_serving,
+                     predicted, columns, inference.groups, inference.serving_details)
+                for key, measured, predicted, columns in (
+                    ("tput", inference.measured_per_device, "throughput_tokens_per_s_per_device", THROUGHPUT),
+                    ("ttft", inference.measured_ttft, "ttft_s", ("measured_ttft_s", "predicted_ttft_s")),
+                    ("tpot", inference.measured_tpot, "tpot_s", ("measured_tpot_s", "predicted_tpot_s"))))
+KINDS = (TRAINING, INFERENCE, LATENCY, DECODE, *SERVING)
 
 
 # modelling choices a converter may fix from the record, its framework or its launch recipe rather than

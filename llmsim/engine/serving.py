@@ -17,7 +17,9 @@ tokens per step of length ``t`` (``X`` requests/s). So
                                            chunks, beside the others' prompts arriving while it runs
   E2E = TTFT + (O - 1) TPOT,  X = N / E2E,  f = (O - 1) TPOT / E2E
 
-solved by fixed-point iteration; ``t(d, c)`` is the fullest stage's forward over d decode tokens (at the
+solved by fixed-point iteration. Without chunked prefill (``serving.chunked_prefill: false``) a step takes
+only the whole prompts that fit ``B`` beside the decodes and the rest wait: an M/D/1 queue of prompts
+(``whole_prompt_rate``); ``t(d, c)`` is the fullest stage's forward over d decode tokens (at the
 mean context I + O/2) and c prompt tokens (attending to I/2 keys on average) with its collectives, times pp
 (a token crosses every stage), plus the pipeline hops. Requests beyond the running limit wait: Little's
 law adds (N - running) / X to TTFT. A spread of lengths enters through its moments (request_mix.py):

@@ -202,8 +202,10 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     e = np.minimum(speculative.tokens_per_step(sc), np.maximum(osl - 1, 1.0))
     frac = (osl - 1) / (osl - 1 + 1.0)  # start: a one-step prefill
     stretch = 1.0  # a prefill step over a decode step: the others' prompts arrive for that long
-    # whole prompts settle slower (the wait for a step moves the decode fraction): 3x the steps, to 1e-4
+    # whole prompts settle slower (the wait for a step moves the decode fraction): up to 3x the steps, to
+    # 1e-4 of throughput, and no more once the decode fraction stops moving
     for _ in range(ITERATIONS if s.chunked_prefill else 3 * ITERATIONS):
+        settled = frac
         # the others: d_o decoding, and their prompts at the rate they finish, (run - 1) f / ((O - 1) t / e)
         # requests per second times I' tokens times the step t (a decode step's, or a prefill step's)
         d_o = (run - 1) * frac
@@ -222,6 +224,8 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         stretch = prefill_step / step
         rate = run / e2e_run
         frac = (osl - 1) * tpot / e2e_run
+        if not s.chunked_prefill and np.all(np.abs(frac - settled) <= 1e-9):
+            break
     # The step budget caps the tokens of a step: at most d_max = B (O - 1) / (q (O - 1) + I' e) requests
     # decode while the rest of each step's B tokens prefill the prompts that replace them, so the engine
     # finishes at most d_max / ((O - 1) / e t(B)) requests per second; past that, TPOT is a full step and

@@ -64,13 +64,13 @@ def test_overlapping_the_all_to_all_never_costs_more(registry):
     # hidden whole under ~4x its length of layer compute: what remains is the compute's slowdown beside it
     x = cal.OVERLAP_COMPUTE_SLOWDOWN
     assert ep["batch"] == pytest.approx(ep["none"] * x / (1 + x), rel=0.02)
-    # one microbatch: the gradient reduce outlasts the backward, so most (over half) of what the overlap saves the
+    # one microbatch: the gradient reduce outlasts the backward, so most of what the overlap saves the
     # data-parallel reduce takes back (its window shrinks by the hidden all-to-all; only the slowdown floor
     # x/(1+x) of the bucketed reduce stays hidden); with 8 microbatches the step gets shorter
     saved = ep["none"] - ep["batch"]
     taken_back = times["batch"]["dp_comm_exposed_time_s"] - times["none"]["dp_comm_exposed_time_s"]
     assert times["batch"]["step_time_s"] <= times["none"]["step_time_s"]
-    assert 0.5 * saved <= taken_back <= saved
+    assert 0.8 * saved <= taken_back <= saved
     eight = [estimate_training(load(None, registry, MIXTRAL + ["workload.global_batch_size=512",
                                                                f"parallel.moe_comm_overlap={mode}"]))
              for mode in ("none", "batch")]

@@ -212,8 +212,8 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         c_o = d_o * prompt * e / np.maximum(osl - 1, 1)
         step = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys)
         tpot = step / e
-        chunks = np.maximum(1.0, prompt / np.maximum(budget - d_o * q, 1.0)) if s.chunked_prefill else 1.0
-        if s.chunked_prefill:
+        if s.chunked_prefill:  # its prompt in w chunks
+            chunks = np.maximum(1.0, prompt / np.maximum(budget - d_o * q, 1.0))
             prefill_step = step_time(sc, sp, st, d_o, c_o * stretch + prompt / chunks, ctx, keys)
             e2e_run = chunks * prefill_step + (osl - 1) * tpot
         else:  # whole prompts: a step takes those that fit its budget beside the decodes, the rest wait

@@ -44,6 +44,22 @@ def test_permutation_moves_the_routed_rows_twice_with_expert_parallelism(registr
     assert ops["router_topk"].bytes == pytest.approx(4096 * 8 * 6 * 2)  # fp32 logits: read 2x, write 1x
 
 
+def test_serving_engines_permute_only_their_own_experts_rows(registry):
+    # tp 8 sharing the tokens, ep 8 inside it (expert tp 1): 4,096 tokens x top-2 = 8,192 routed rows, of
+    # which a rank's one expert gets 8192 x 1 / 8 = 1,024, gathered once (no all-to-all, no second sort):
+    # permute 1024 x 4096 x 2 B read + written = 16.8 MB; unpermute reads them and writes the 4,096 tokens,
+    # (1024 + 4096) x 4096 x 2 B = 41.9 MB (TensorRT-LLM runMoe stops at num_valid_tokens_ptr)
+    sc = load(None, registry, MIXTRAL)
+    ops = {op.name: op for op in layer_ops(sc.model, 1, 4096, 8, 1, False, "bf16", True, 8, expert_tp=1,
+                                           moe_dispatch="local")}
+    assert ops["permute"].bytes == pytest.approx(1024 * 4096 * 2 * 2)
+    assert ops["unpermute"].bytes == pytest.approx((1024 + 4096) * 4096 * 2)
+    # the expert GEMMs run those 1,024 rows sized by the busiest expert (cal.MOE_LOAD_IMBALANCE):
+    # 2 x 1024 x imbalance x (3 x 14336) x 4096 FLOPs
+    assert ops["experts_up"].flops + ops["experts_down"].flops == pytest.approx(
+        2 * 1024 * cal.MOE_LOAD_IMBALANCE * 3 * 14336 * 4096)
+
+
 def test_training_launches_one_expert_gemm_per_local_expert(registry):
     # ep 8 of 8 experts: one local expert, one kernel; ep 2: four local experts, four kernels each pass
     assert _ops(registry, gemm_per_expert=True)["experts_up"].kernels == 1

@@ -57,8 +57,9 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
     None: all of them (training, prefill). ``expert_tp``: ranks splitting each expert (default tp).
     ``gemm_per_expert``: the grouped expert GEMM launches one kernel per local expert (Transformer Engine
     GroupedLinear in training) rather than one fused kernel (TensorRT-LLM, vLLM fused MoE).
-    ``moe_dispatch``: routed rows gathered by index (``permute``) or by GShard's one-hot einsums
-    (``einsum``)."""
+    ``moe_dispatch``: routed rows gathered by index (``permute``), by GShard's one-hot einsums
+    (``einsum``), or (``local``) by a serving engine whose tp group shares the tokens and splits the experts
+    over ep ranks: each rank gathers and combines only the rows routed to its own experts."""
     wb = PRECISION_BYTES[precision]
     h, a, kv, d = m.hidden, m.heads, m.kv_heads, m.head_dim
     tokens = b * s / cp  # context parallelism splits the sequence
@@ -141,6 +142,11 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
                 ops.append(Op(name, "gemm", g.flops * b, g.bytes * b, g.min_dim, bwd, count))
         else:
             passes = np.where(ep > 1, 2.0, 1.0)
+            if moe_dispatch == "local":
+                # TensorRT-LLM runMoe with ep > 1: expandInputRows and finalizeMoeRouting stop at the rows
+                # of the node's experts (num_valid_tokens_ptr), a tp/etp share of them; no all-to-all, so
+                # no second sort (cpp/tensorrt_llm/kernels/mixtureOfExperts/moe_kernels.cu)
+                routed, passes = routed * etp / tp, 1.0
             ops += [Op("permute", "elementwise", 0.0, passes * routed * h * 2 * ACT_BYTES, np.inf, 1.0, count),
                     Op("unpermute", "elementwise", 0.0, passes * (routed + tokens) * h * ACT_BYTES, np.inf, 1.0,
                        count)]

@@ -7,7 +7,7 @@ from conftest import assert_spec_error
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llmsim.engine.disaggregation import disaggregated_point, kv_transfer, pool_curves
+from llmsim.engine.disaggregation import disaggregated_point, exposed_transfer, kv_transfer, pool_curves
 from llmsim.engine.serving import slo_capacity
 from llmsim.engine.split import resolve_split
 from llmsim.study import records as est
@@ -59,6 +59,29 @@ def test_the_transfer_delays_every_token_after_the_first(registry):
     slow, free = pool_curves(sc, 8), pool_curves(_free_network(sc), 8)
     assert free["kv"]["time_s"] == 0.0
     assert slow["tpot_s"][0] - free["tpot_s"][0] == pytest.approx(slow["kv"]["time_s"] / 255, rel=1e-3)
+
+
+def test_layerwise_transfer_leaves_the_links_backlog_worked_by_hand():
+    # 80 layers in one chunk, a 0.5 s prefill: a layer's K and V every 6.25 ms. A 40 ms transfer sends a
+    # layer's share in 0.5 ms < 6.25 ms: only the last layer's 0.5 ms is left after the prefill. A 1 s
+    # transfer (12.5 ms a layer) outruns the prefill: 1 - 0.5 x 79/80 = 0.50625 s is left. Sent whole
+    # after the prefill, all of it is.
+    assert exposed_transfer(0.04, 0.5, 80, True) == pytest.approx(0.0005)
+    assert exposed_transfer(1.0, 0.5, 80, True) == pytest.approx(1.0 - 0.5 * 79 / 80)
+    assert exposed_transfer(1.0, 0.5, 80, False) == 1.0
+
+
+@SETTINGS
+@given(isl=st.sampled_from([256, 4096, 16384]), network=st.sampled_from(["dgx-h100", "dgx-a100"]))
+def test_a_layerwise_transfer_never_delays_decode_more(registry, isl, network):
+    # the same bytes on the same links, started earlier: TPOT never higher at any rate, TTFT the same
+    base = ["serving.disaggregation.prefill_devices=8", f"system.network={network}"]
+    whole = pool_curves(_scenario(registry, isl=isl, extra=[POOLS, *base]), 8)
+    layer = pool_curves(_scenario(registry, isl=isl, extra=[POOLS, *base,
+                                                             "serving.disaggregation.kv_transfer=layerwise"]), 8)
+    assert (layer["tpot_s"] <= whole["tpot_s"] + 1e-15).all()
+    assert layer["ttft_s"] == pytest.approx(whole["ttft_s"])
+    assert (layer["kv_exposed_s"] <= whole["kv"]["time_s"]).all()
 
 
 def test_closed_loop_obeys_littles_law_and_goodput_stays_below_throughput(registry):

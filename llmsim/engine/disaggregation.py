@@ -96,6 +96,16 @@ def kv_transfer(sc: Scenario, sp_prefill, prefill_devices: int, decode_replica_d
             "tier": path.levels[-1].tier}
 
 
+def exposed_transfer(t_kv, prefill_s, units, layerwise: bool):
+    """The part of a KV transfer of ``t_kv`` seconds left after a prefill of ``prefill_s``: all of it when
+    it starts after the prefill; layer by layer, each of the ``units`` (layers x chunks) produced every
+    prefill_s / units and sent in t_kv / units, the link's backlog when the last one is done:
+    max(t_kv / N, t_kv - prefill_s (N - 1) / N) (a pipeline of N stages of both lengths)."""
+    if not layerwise:
+        return t_kv
+    return np.maximum(t_kv / units, t_kv - prefill_s * (units - 1) / units)
+
+
 def pool_curves(sc: Scenario, prefill_devices: int) -> dict:
     """Every column of the deployment with ``prefill_devices`` prefill devices at each request rate of
     ``RATES`` x its capacity (arrays), and the pools' fixed values."""
@@ -138,11 +148,12 @@ def pool_curves(sc: Scenario, prefill_devices: int) -> dict:
         step = step_time(scp, spp, st_p, np.zeros(x.shape), prompt / chunks + np.maximum(others, 0.0), ctx, keys)
     ttft = chunks * step
     p90 = ttft + mg1_wait_quantile(x / r_p, mu_p, w.input_len_cv, 0.9)
-    tpot = tpot_step + kv["time_s"] / (osl - 1)
+    kv_exposed = exposed_transfer(kv["time_s"], ttft, sc.model.layers * chunks, d.kv_transfer_layerwise)
+    tpot = tpot_step + kv_exposed / (osl - 1)
     e2e = ttft + (osl - 1) * tpot
     kv_per_seq = lim["kv_per_seq_bytes"][0]
     return {
-        "rate": x, "ttft_s": ttft, "ttft_p90_s": p90, "tpot_s": tpot, "e2e_latency_s": e2e, "concurrency": x * e2e,
+        "rate": x, "ttft_s": ttft, "kv_exposed_s": kv_exposed + 0.0 * x, "ttft_p90_s": p90, "tpot_s": tpot, "e2e_latency_s": e2e, "concurrency": x * e2e,
         "running_requests_per_replica": running, "capacity": capacity, "alone_s": alone,
         "prefill_capacity": r_p * mu_p, "decode_capacity": r_d * float(rate_d[-1]), "kv": kv,
         "max_running_requests_per_replica": int(lim["max_running"][0]), "kv_per_seq_bytes": kv_per_seq,
@@ -213,7 +224,8 @@ def disaggregated_point(sc: Scenario) -> dict:
         "prefill_replicas": c["prefill_replicas"], "decode_replicas": c["decode_replicas"],
         "prefill_tp": s.disaggregation.prefill_tp, "decode_tp": s.disaggregation.decode_tp,
         "kv_transfer_time_s": c["kv"]["time_s"], "kv_transfer_bytes": c["kv"]["bytes"],
-        "kv_transfer_tier": c["kv"]["tier"], "prefill_utilization": x / c["prefill_capacity"],
+        "kv_transfer_tier": c["kv"]["tier"], "kv_transfer_exposed_s": at("kv_exposed_s"),
+        "prefill_utilization": x / c["prefill_capacity"],
         "decode_utilization": x / c["decode_capacity"],
     }
     if poisson:

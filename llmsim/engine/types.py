@@ -202,6 +202,7 @@ class Disaggregation:
     decode_pp: int = 1
     prefill_devices: int | None = None  # None: the split that serves most within the SLO (auto)
     kv_transfer_free: bool = False  # what-if (and tests): the KV cache moves at no cost
+    kv_transfer_layerwise: bool = False  # sent layer by layer under the prefill (kv_transfer: layerwise)
 
 
 @dataclass(frozen=True)

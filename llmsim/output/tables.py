@@ -95,7 +95,9 @@ def print_serving(rec: dict) -> None:
                                             f"{100 * rec['prefill_utilization']:.0f}% busy) + {rec['decode_devices']} "
                                             f"decode devices (tp={rec['decode_tp']}); KV transfer "
                                             f"{fmt_number(rec['kv_transfer_time_s'] * 1e3)} ms over "
-                                            f"{rec['kv_transfer_tier']}")))
+                                            f"{rec['kv_transfer_tier']}, "
+                                            f"{fmt_number(rec['kv_transfer_exposed_s'] * 1e3)} ms of it after "
+                                            "the prefill")))
     if "colocated_slo_throughput_tokens_per_s_per_device" in rec:
         rows.append(("co-located, same SLO", (f"{fmt_number(rec['colocated_slo_throughput_tokens_per_s_per_device'])}"
                                              f" tokens/s per device (tp={rec['tp']} replicas on the same devices)")))

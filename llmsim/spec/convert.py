@@ -102,7 +102,8 @@ def _serving(s, acc) -> Serving:
     d = s.disaggregation
     pools = None if d is None else Disaggregation(
         prefill_tp=d.prefill.tp, prefill_pp=d.prefill.pp, decode_tp=d.decode.tp, decode_pp=d.decode.pp,
-        prefill_devices=None if d.prefill_devices == "auto" else d.prefill_devices)
+        prefill_devices=None if d.prefill_devices == "auto" else d.prefill_devices,
+        kv_transfer_layerwise=d.kv_transfer == "layerwise")
     spec = None if s.speculative is None else Speculative(**s.speculative.model_dump())
     given = s.model_dump(exclude={"disaggregation", "speculative", "engine"})
     filled = scheduler_defaults(s.engine, acc.name, acc.hbm_bytes)

@@ -188,6 +188,10 @@ class DisaggregationSpec(Strict):
     # devices of the prefill pool, the decode pool gets the rest of system.num_devices; auto: the split
     # (in whole replicas) that serves most within the SLO (without one: the highest throughput)
     prefill_devices: Degree | Literal["auto"] = "auto"
+    # when the KV cache moves: after the prefill, whole (what vLLM's NIXL connector and TensorRT-LLM's cache
+    # transceiver do by default), or layer by layer as each layer's keys and values are complete, under the
+    # rest of the prefill (Splitwise, Patel et al., ISCA 2024; Mooncake's layer-wise prefill)
+    kv_transfer: Literal["after_prefill", "layerwise"] = "after_prefill"
 
 
 class SpeculativeSpec(Strict):

@@ -153,7 +153,8 @@ def pool_curves(sc: Scenario, prefill_devices: int) -> dict:
     e2e = ttft + (osl - 1) * tpot
     kv_per_seq = lim["kv_per_seq_bytes"][0]
     return {
-        "rate": x, "ttft_s": ttft, "kv_exposed_s": kv_exposed + 0.0 * x, "ttft_p90_s": p90, "tpot_s": tpot, "e2e_latency_s": e2e, "concurrency": x * e2e,
+        "rate": x, "ttft_s": ttft, "kv_exposed_s": np.broadcast_to(kv_exposed, x.shape), "ttft_p90_s": p90,
+        "tpot_s": tpot, "e2e_latency_s": e2e, "concurrency": x * e2e,
         "running_requests_per_replica": running, "capacity": capacity, "alone_s": alone,
         "prefill_capacity": r_p * mu_p, "decode_capacity": r_d * float(rate_d[-1]), "kv": kv,
         "max_running_requests_per_replica": int(lim["max_running"][0]), "kv_per_seq_bytes": kv_per_seq,

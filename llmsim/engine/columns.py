@@ -58,12 +58,13 @@ def _integer_code(keys: list[np.ndarray]) -> np.ndarray | None:
     return code
 
 
-def per_key(fn: Callable[..., tuple], *keys) -> tuple[np.ndarray, ...]:
-    """``fn(*scalars)`` -> tuple of values, evaluated once per distinct row of ``keys`` and broadcast back."""
+def per_key(fn: Callable[..., tuple], *keys, dtype=None) -> tuple[np.ndarray, ...]:
+    """``fn(*scalars)`` -> tuple of values, evaluated once per distinct row of ``keys`` and broadcast back
+    (as ``dtype``: object keeps text as Python strings, one per distinct value, not one per row)."""
     code, first = factorize(*keys)
     flat = [np.broadcast_to(np.asarray(k), code.shape).ravel() for k in keys]
     results = [fn(*(f[i].item() for f in flat)) for i in first]
-    return tuple(np.asarray(col)[code] for col in zip(*results, strict=True))
+    return tuple(np.asarray(col, dtype=dtype)[code] for col in zip(*results, strict=True))
 
 
 def first_row(cols: dict) -> dict:

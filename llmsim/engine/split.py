@@ -141,9 +141,10 @@ def _divisors_descending(values: np.ndarray) -> list[int]:
     return sorted(out, reverse=True)
 
 
-def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
+def split_arrays(sc: Scenario, a: dict, explain: bool = True) -> tuple[Split, np.ndarray, list | None]:
     """The split of every row of ``a`` (SPLIT_INPUTS -> int arrays; dp may be absent or None: derived),
-    a mask of the feasible rows, and per row the first failing check's (message, path) or None."""
+    a mask of the feasible rows, and per row the first failing check's (message, path) or None (all of
+    them None without ``explain``: a sweep that drops infeasible rows formats no message)."""
     a = {k: np.asarray(v, dtype=np.int64) for k, v in a.items() if v is not None}
     inner = a["tp"] * a["pp"] * a["cp"]
     dp = a["dp"] if "dp" in a else a["num_devices"] // np.maximum(inner, 1)
@@ -152,7 +153,7 @@ def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
     # serving engines (TensorRT-LLM, vLLM, SGLang) spread the experts over the tensor-parallel ranks
     ep_in_tp = (ep > 1) & (sc.workload.mode != "training") & (dp % ep != 0) & (tp % ep == 0)
     failed = np.zeros(dp.shape, dtype=bool)
-    reasons: list = [None] * dp.size
+    reasons: list | None = [None] * dp.size if explain else None
     # training: expert layers folded over the tp x cp x dp ranks, each expert split over etp ranks, the
     # largest divisor of tp for which etp x ep divides them (Megatron-Core MoE parallel folding,
     # etp x ep x edp = tp x cp x dp), when ep does not divide dp
@@ -166,6 +167,9 @@ def split_arrays(sc: Scenario, a: dict) -> tuple[Split, np.ndarray, list]:
     etp = np.where(folds, folded_etp, etp)
     inputs = [np.broadcast_to(v, dp.shape) for v in a.values()]  # a row's message depends on these alone
     for mask, message, path in _checks(sc, a, dp, ep_in_tp, folds):
+        if not explain:
+            failed |= np.broadcast_to(mask, dp.shape)
+            continue
         new = np.flatnonzero(np.broadcast_to(mask, dp.shape) & ~failed)
         if len(new):  # each distinct failing row's message formatted once
             code, first = factorize(*(k[new] for k in inputs))

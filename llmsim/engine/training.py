@@ -116,8 +116,11 @@ def comm_time(net, op: str, nbytes, ranks, stride, path_ranks=None):
     return group_collectives(net, op, nbytes, ranks, stride, path_ranks)[0]
 
 
+STAGE_NAMES = np.array(["first", "last"], dtype=object)  # memory_stage: the stage whose memory is reported
+
+
 def _path_tier(net, stride, n):
-    return per_key(lambda st, k: (path_of(net, st, k).tier if k > 1 else None,), stride, n)[0]
+    return per_key(lambda st, k: (path_of(net, st, k).tier if k > 1 else None,), stride, n, dtype=object)[0]
 
 
 def estimate_training(sc: Scenario) -> dict:
@@ -324,6 +327,6 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
         "activations_gb": mem_of["activations"] * cal.ACTIVATION_FRAGMENTATION / 1e9,
         "reserved_gb": full(cal.RUNTIME_RESERVED_BYTES / 1e9),
         "memory_per_device_gb": mem / 1e9,
-        "memory_stage": np.broadcast_to(np.where(is_last, "last", "first"), n_rows),  # pp = 1: "first"
+        "memory_stage": np.broadcast_to(STAGE_NAMES[np.asarray(is_last, dtype=np.intp)], n_rows),  # pp = 1: "first"
         "fits_in_memory": mem <= acc.hbm_bytes,
     }

@@ -161,7 +161,7 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
     base = inputs_of(sc)
     n = {k: varied.get(k, np.full(len(points), base[k]) if base[k] is not None else None) for k in SPLIT_INPUTS}
     n = {k: v for k, v in n.items() if v is not None}
-    split, ok, reasons = _splits(sc, n, varied)
+    split, ok, reasons = _splits(sc, n, varied, ctx.spec.keep == "all")
     if sc.workload.mode == "training" and ctx.spec.keep != "all":
         ok &= ~_surely_too_big(sc, split, ok)  # dropped untimed: their rows would be dropped anyway
     if sc.workload.mode == "training":
@@ -192,23 +192,28 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
         sc, {k: v[bad] for k, v in n.items()}, isl[bad], osl[bad], asked[bad]))
 
 
-def _splits(sc, n: dict, varied: dict) -> tuple[Split, np.ndarray, np.ndarray]:
-    """(split, mask of valid rows, first failing check's message per row) of the split inputs ``n``;
-    every check is on arrays, before any row is timed."""
-    split, ok, why = split_arrays(sc, n)
-    reasons = np.array([w[0] if w else None for w in why], dtype=object)
+def _splits(sc, n: dict, varied: dict, explain: bool) -> tuple[Split, np.ndarray, np.ndarray]:
+    """(split, mask of valid rows, first failing check's message per row: None throughout without
+    ``explain``) of the split inputs ``n``; every check is on arrays, before any row is timed."""
+    split, ok, why = split_arrays(sc, n, explain)
+    reasons = np.full(len(ok), None, dtype=object)
+    if explain:
+        reasons[:] = [w[0] if w else None for w in why]
     cp_rows = n["cp"] > 1
     if sc.workload.mode != "training" and "input_len" in varied and cp_rows.any():
         # cp must divide each row's own prompt length: check those rows again with it
         for length in np.unique(varied["input_len"][cp_rows]):
             rows = cp_rows & (varied["input_len"] == length)
             w = dataclasses.replace(sc.workload, input_len=int(length))
-            _, ok[rows], why = split_arrays(dataclasses.replace(sc, workload=w), {k: v[rows] for k, v in n.items()})
-            reasons[rows] = [x[0] if x else None for x in why]
+            _, ok[rows], why = split_arrays(dataclasses.replace(sc, workload=w), {k: v[rows] for k, v in n.items()},
+                                            explain)
+            if explain:
+                reasons[rows] = [x[0] if x else None for x in why]
     largest = sc.network.tiers[-1].size
     big = n["num_devices"] > largest
-    reasons[big] = [f"num_devices ({d}) exceeds the largest tier of network '{sc.network.name}' ({largest} "
-                    "devices)" for d in n["num_devices"][big]]
+    if explain:
+        reasons[big] = [f"num_devices ({d}) exceeds the largest tier of network '{sc.network.name}' ({largest} "
+                        "devices)" for d in n["num_devices"][big]]
     return split, ok & ~big, reasons
 
 
@@ -243,12 +248,20 @@ def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> p
             if len(kept) < len(good):
                 cols = {k: (v[kept] if np.ndim(v) else v) for k, v in cols.items()}
                 pts, good = pts[kept], good[kept]
-        parts.append(pd.DataFrame({"point": pts, **cols, "infeasible_reason": good}))
+        parts.append(_frame({"point": pts, **cols, "infeasible_reason": good}))
     if ctx.spec.keep == "all" and not ok.all():
         parts.append(pd.DataFrame({"point": points[~ok], **inputs(~ok), "infeasible_reason": reasons[~ok]}))
     if not parts:
         return pd.DataFrame()
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def _frame(cols: dict) -> pd.DataFrame:
+    """A frame of the engine's columns without copying them; object columns (names, tiers, reasons:
+    text with None) kept as objects, not checked cell by cell into pandas' string dtype."""
+    return pd.DataFrame({k: pd.Series(v, dtype=object, copy=False)
+                         if isinstance(v, np.ndarray) and v.dtype == object else v for k, v in cols.items()},
+                        copy=False)
 
 
 def _failed(ctx, points, fixed, varied, message) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -195,7 +196,24 @@ def _fastest_auto(sc, choices: dict[str, list[int]]) -> dict:
 
 
 def _const(rows: int):
-    return lambda v: np.full(rows, v, dtype=object)
+    """A column of ``rows`` copies of one input value: text as a one-category categorical (no string per
+    row to allocate, check, pickle and format), numbers and flags as numpy arrays, None as objects."""
+
+    def column(v):
+        if isinstance(v, str) and rows > 1:  # one point (estimate) stays off pandas: its import is 0.4 s
+            import pandas as pd
+
+            return pd.Categorical.from_codes(np.zeros(rows, dtype=np.int8), dtype=_category(v), validate=False)
+        return np.full(rows, v, dtype=object if v is None else None)
+    return column
+
+
+@functools.lru_cache(maxsize=256)
+def _category(value: str):
+    """The one-category dtype of a text input column (built once: a sweep asks for it per group)."""
+    import pandas as pd
+
+    return pd.CategoricalDtype([value])
 
 
 def _system_inputs(sc, n: dict, const) -> dict:

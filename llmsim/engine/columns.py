@@ -12,8 +12,10 @@ import numpy as np
 def factorize(*keys) -> tuple[np.ndarray, np.ndarray]:
     """(codes, first): ``codes[i]`` numbers row i's distinct key tuple, ``first[c]`` is a row with key c."""
     keys = np.broadcast_arrays(*(np.asarray(k) for k in keys))
-    code = _integer_code(keys)
-    if code is None:  # other dtypes: number each key, then the tuples, one key at a time
+    code, radix = _integer_code(keys)
+    if code is not None and radix <= 4 * code.size + 1024:  # a table over the range: no hashing
+        code = _first_seen_dense(code.ravel(), radix).reshape(code.shape)
+    elif code is None:  # other dtypes: number each key, then the tuples, one key at a time
         import pandas as pd  # only here: a one-point estimate need not import pandas
 
         code = np.zeros(keys[0].shape, dtype=np.int64)
@@ -27,6 +29,17 @@ def factorize(*keys) -> tuple[np.ndarray, np.ndarray]:
     first = np.full(code.max() + 1 if code.size else 0, -1, dtype=np.int64)
     first[code.ravel()[::-1]] = np.arange(code.size)[::-1]
     return code, first
+
+
+def _first_seen_dense(code: np.ndarray, radix: int) -> np.ndarray:
+    """``_first_seen`` of integers in 0 .. radix - 1, by a table over the range (no hashing, no sort of
+    the rows): each value's first row, the values present ranked by it."""
+    first = np.full(radix, code.size, dtype=np.int64)
+    first[code[::-1]] = np.arange(code.size - 1, -1, -1)  # the last write of a value is its first row
+    present = np.flatnonzero(first < code.size)
+    table = np.empty(radix, dtype=np.int64)
+    table[present[np.argsort(first[present], kind="stable")]] = np.arange(len(present))
+    return table[code]
 
 
 def _first_seen(code: np.ndarray) -> np.ndarray:
@@ -43,19 +56,20 @@ def _first_seen(code: np.ndarray) -> np.ndarray:
     return rank[inverse.ravel()]
 
 
-def _integer_code(keys: list[np.ndarray]) -> np.ndarray | None:
-    """Integer keys combined into one int64 by mixed radix over each key's range (one hashing pass
-    instead of two per key), or None when a key is not integer or the radix would overflow."""
+def _integer_code(keys: list[np.ndarray]) -> tuple[np.ndarray | None, int]:
+    """(integer keys combined into one int64 by mixed radix over each key's range: one hashing pass
+    instead of two per key, the number of values it spans), or (None, 0) when a key is not integer or
+    the radix would overflow."""
     if not keys[0].size or any(k.dtype.kind not in "iub" for k in keys):
-        return None
+        return None, 0
     code, radix = np.zeros(keys[0].shape, dtype=np.int64), 1
     for k in keys:
         lo, span = int(k.min()), int(k.max()) - int(k.min()) + 1
         radix *= span
         if radix >= 2**62:
-            return None
+            return None, 0
         code = code * span + (k.astype(np.int64) - lo)
-    return code
+    return code, radix
 
 
 def per_key(fn: Callable[..., tuple], *keys, dtype=None) -> tuple[np.ndarray, ...]:

@@ -239,7 +239,7 @@ def forward_comm(sc: Scenario, sp: Split, st: dict, tokens):
     out = 0.0 + sp.layers_per_stage * 2 * t_ar
     if m.moe:  # dispatch and combine (Lepikhin et al. 2020, GShard); none when ep is inside tp
         a2a_bytes = tok_bytes * m.moe.top_k * moe_dispatch_factor(m)  # padded to capacity if dropping
-        t_a2a, _ = group_collectives(net, "all_to_all", a2a_bytes, deg["ep"], st["ep"])
+        t_a2a = group_collectives(net, "all_to_all", a2a_bytes, deg["ep"], st["ep"])[0]
         out = out + sp.layers_per_stage * _moe_fraction(m) * 2 * t_a2a
     return out, names
 

@@ -125,7 +125,39 @@ def _key(a):
     return a.dtype.str, a.shape, a.tobytes()
 
 
-def group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks=None) -> tuple[np.ndarray, np.ndarray]:
+class Timings:
+    """``group_collectives``' answer: unpacks as (times, names); the names ("OP ALGORITHM/PROTOCOL on
+    TIERS" per row, None where nothing is sent) are written out only when asked for (the step time needs
+    the times alone), then kept. Both read-only."""
+
+    __slots__ = ("times", "_op", "_parts", "_names")
+
+    def __init__(self, times: np.ndarray, op: str, parts: list):
+        self.times, self._op, self._parts, self._names = times, op, parts, None
+        times.flags.writeable = False
+
+    @property
+    def names(self) -> np.ndarray:
+        if self._names is None:
+            names = np.full(self.times.shape, None, dtype=object)
+            flat = names.reshape(-1)
+            for rows, timed in self._parts:  # rows None: every row
+                if rows is None:
+                    names[...] = timed.names(self._op).reshape(names.shape)
+                else:
+                    flat[rows] = timed.names(self._op)
+            names.flags.writeable = False
+            self._names, self._parts = names, None
+        return self._names
+
+    def __iter__(self):
+        return iter((self.times, self.names))
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.times if i == 0 else (self.times, self.names)[i]
+
+
+def group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks=None) -> Timings:
     """(times, names "OP ALGORITHM/PROTOCOL on TIERS") of ``op`` over groups of ``ranks`` ranks ``stride``
     apart (arrays: a sweep's rows) placed as groups of ``path_ranks`` (default ``ranks``) are; each
     distinct group is placed once, and the rows of all groups that land on the same path are timed at
@@ -136,20 +168,39 @@ def group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks=N
         _remembered.move_to_end(key)
         return _remembered[key]
     out = _group_collectives(net, op, nbytes, ranks, stride, path_ranks)
-    for a in out:
-        a.flags.writeable = False
     _remembered[key] = out
     if len(_remembered) > REMEMBERED:
         _remembered.popitem(last=False)
     return out
 
 
-def _group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks) -> tuple[np.ndarray, np.ndarray]:
+def _group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks) -> Timings:
     path_ranks = ranks if path_ranks is None else path_ranks
     S, n, st, pn = np.broadcast_arrays(np.asarray(nbytes, dtype=float), ranks, stride, path_ranks)
-    times, names = np.zeros(S.shape), np.full(S.shape, None, dtype=object)
+    times = np.zeros(S.shape)
     if not S.size:
-        return times, names
+        return Timings(times, op, [])
+    if all(k.min() == k.max() for k in (n, st, pn)):  # one group: no need to number the keys
+        k = n.flat[0]
+        if k <= 1:
+            return Timings(times, op, [])
+        timed = collective_columns(op, S, path_of(net, int(st.flat[0]), int(pn.flat[0])).resized(int(k)))
+        times[:] = timed.times
+        return Timings(times, op, [(None, timed)])
+    code, first = factorize(n, st, pn)
+    paths: dict = {}  # path -> its number; a group of one rank gets -1
+    of_key = np.array([paths.setdefault(path_of(net, int(st.flat[i]), int(pn.flat[i])).resized(int(n.flat[i])),
+                                        len(paths)) if n.flat[i] > 1 else -1 for i in first], dtype=np.int64)
+    of_row = of_key[code.ravel()]
+    order = np.argsort(of_row, kind="stable")
+    bounds = np.searchsorted(of_row[order], np.arange(len(paths) + 1))
+    flat_s, flat_t, parts = S.ravel(), times.reshape(-1), []
+    for path, p in paths.items():
+        rows = order[bounds[p]:bounds[p + 1]]
+        timed = collective_columns(op, flat_s[rows], path)
+        flat_t[rows] = timed.times
+        parts.append((rows, timed))
+    return Timings(times, op, parts)
     if all(k.min() == k.max() for k in (n, st, pn)):  # one group: no need to number the keys
         k = n.flat[0]
         if k > 1:

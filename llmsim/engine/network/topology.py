@@ -130,7 +130,7 @@ class Timings:
     TIERS" per row, None where nothing is sent) are written out only when asked for (the step time needs
     the times alone), then kept. Both read-only."""
 
-    __slots__ = ("times", "_op", "_parts", "_names")
+    __slots__ = ("_names", "_op", "_parts", "times")
 
     def __init__(self, times: np.ndarray, op: str, parts: list):
         self.times, self._op, self._parts, self._names = times, op, parts, None

@@ -201,22 +201,3 @@ def _group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks)
         flat_t[rows] = timed.times
         parts.append((rows, timed))
     return Timings(times, op, parts)
-    if all(k.min() == k.max() for k in (n, st, pn)):  # one group: no need to number the keys
-        k = n.flat[0]
-        if k > 1:
-            timed = collective_columns(op, S, path_of(net, int(st.flat[0]), int(pn.flat[0])).resized(int(k)))
-            times[:], names[:] = timed.times, timed.names(op)
-        return times, names
-    code, first = factorize(n, st, pn)
-    paths: dict = {}  # path -> its number; a group of one rank gets -1
-    of_key = np.array([paths.setdefault(path_of(net, int(st.flat[i]), int(pn.flat[i])).resized(int(n.flat[i])),
-                                        len(paths)) if n.flat[i] > 1 else -1 for i in first], dtype=np.int64)
-    of_row = of_key[code.ravel()]
-    order = np.argsort(of_row, kind="stable")
-    bounds = np.searchsorted(of_row[order], np.arange(len(paths) + 1))
-    flat_s, flat_t, flat_n = S.ravel(), times.reshape(-1), names.reshape(-1)
-    for path, p in paths.items():
-        rows = order[bounds[p]:bounds[p + 1]]
-        timed = collective_columns(op, flat_s[rows], path)
-        flat_t[rows], flat_n[rows] = timed.times, timed.names(op)
-    return times, names

@@ -123,3 +123,85 @@ def test_more_than_sixteen_drafted_tokens_are_refused_in_one_line():
                 "--set", "serving.speculative.acceptance_rate=0.5", "--set", "serving.speculative.draft_tokens=40")
     assert r.returncode == 2 and "serving.speculative.draft_tokens" in r.stderr and "16" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_draft_model_adds_its_weights_and_its_kv_cache_by_hand(registry):
+    # Llama 3.2 1B (presets/models/llama3.2-1b.yaml) drafting for Llama 3 70B on tp 8, FP8 weights and KV:
+    # weights 128,256 x 2,048 (tied embedding) + 16 x (2 x 2,048^2 + 2 x 2,048 x 512 + 3 x 2,048 x 8,192
+    # + 2 x 2,048 norms) = 1,235,812,352 parameters (the final norm's 2,048 are left out of the weights, as
+    # for every model), 1 byte each over 8 ranks = 154,476,544 bytes;
+    # KV per token: 16 layers x (8 kv heads / 8 ranks) x 64 x 2 (K and V) x 1 byte = 2,048 bytes
+    from llmsim.engine.serving import running_limit
+
+    def lim(spec):
+        sc = _scenario(registry, spec=spec)
+        w = sc.workload
+        return running_limit(sc, resolve_split(sc).as_column(), np.array([w.input_len]), np.array([w.output_len]))
+
+    plain = lim(())
+    draft = lim((("acceptance_rate", 0.7), ("draft_model", "llama3.2-1b")))
+    assert plain["kv_free_bytes"][0] - draft["kv_free_bytes"][0] == pytest.approx(154_476_544, rel=1e-12)
+    # the mean context of a running request, 1,024 + 256 / 2 = 1,152 tokens, is 72 whole blocks of 16
+    assert draft["kv_per_seq_bytes"][0] - plain["kv_per_seq_bytes"][0] == pytest.approx(1152 * 2048, rel=1e-9)
+
+
+def test_a_draft_model_runs_all_its_layers_per_drafted_token(registry):
+    # the draft model's part of a step is k x (16 layers + its output layer): one more drafted token adds
+    # one such pass; a head of one 70B-shaped layer costs less than sixteen 1B layers' kernels at batch 1
+    def step(spec):
+        sc = _scenario(registry, spec=(("acceptance_rate", 0.7), *spec))
+        r = _row(sc)
+        return r["tpot_s"] * r["tokens_per_decode_step"], speculative.draft_layers(sc)
+    s3, layers = step((("draft_tokens", 3), ("draft_model", "llama3.2-1b")))
+    s4, _ = step((("draft_tokens", 4), ("draft_model", "llama3.2-1b")))
+    head, one = step((("draft_tokens", 3),))
+    assert (layers, one) == (16, 1)
+    assert s4 > s3 > head
+
+
+@SETTINGS
+@given(a=st.floats(0.05, 0.9), conc=st.sampled_from([1, 8, 64]), k=st.integers(1, 6))
+def test_a_larger_draft_model_never_decodes_faster(registry, a, conc, k):
+    def tpot(draft):
+        return _row(_scenario(registry, conc=conc, spec=(("acceptance_rate", a), ("draft_tokens", k),
+                                                         ("draft_model", draft))))["tpot_s"]
+    assert tpot("llama3.2-3b") >= tpot("llama3.2-1b")
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["serving.speculative.draft_model=gemma2-9b"], "needs the target's tokenizer"),
+    (["serving.speculative.draft_model=llama3.2-1b", "serving.speculative.draft_layers=2"],
+     "draft_layers is for a draft head"),
+])
+def test_a_draft_model_that_cannot_draft_is_refused_in_one_line(flags, message):
+    args = ["estimate", "--mode", "serving", "--model", "llama3-70b", "--tp", "8", "--pp", "1", "--devices", "8",
+            "--concurrency", "1", "--input-len", "512", "--output-len", "64",
+            "--set", "serving.speculative.acceptance_rate=0.7"]
+    for f in flags:
+        args += ["--set", f]
+    r = run_cli(*args)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_sweep_names_the_draft_model(tmp_path):
+    import pandas as pd
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("""\
+base:
+  model: llama3-70b
+  system: {accelerator: h100-sxm, num_devices: 8, network: dgx-h100}
+  parallel: {tp: 8, pp: 1}
+  workload: {mode: serving, precision: fp8, input_len: 1024, output_len: 256, concurrency: 4}
+grid:
+  serving.speculative:
+    - null
+    - {acceptance_rate: 0.7, draft_tokens: 4, draft_model: llama3.2-1b}
+""")
+    csv = tmp_path / "s.csv"
+    r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1", "-o", str(csv))
+    assert r.returncode == 0, r.stderr
+    d = pd.read_csv(csv)
+    assert d["speculative_draft_model"].isna().tolist() == [True, False]
+    assert d["speculative_draft_model"].iloc[1] == "llama3.2-1b" and d["speculative_draft_layers"].tolist() == [0, 16]

@@ -107,11 +107,15 @@ def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys):
     out = sp.pp * stage + pipeline_hops(sc, sp, st, d * q + c)
     if q == 1:
         return out
-    # the draft passes, over the decoding requests only (none in a step of prompt tokens alone)
-    drafting = np.maximum(d, 1.0)
-    draft = on_flag(lambda f, *k: _stage_compute(sc, f, *k), flag, drafting, 0.0 * drafting, ctx, keys,
-                    sp.tp, sp.ep)
-    draft_comm, _ = forward_comm(sc, sp, st, drafting)
+    # the draft passes, over the decoding requests only (none in a step of prompt tokens alone); a draft
+    # model is dense here or keeps its experts on the tp ranks (ep 1)
+    drafting, dsc = np.maximum(d, 1.0), speculative.drafter(sc)
+    if dsc is sc:
+        draft = on_flag(lambda f, *k: _stage_compute(sc, f, *k), flag, drafting, 0.0 * drafting, ctx, keys,
+                        sp.tp, sp.ep)
+    else:
+        draft = _stage_compute(dsc, False, drafting, 0.0 * drafting, ctx, keys, sp.tp, 1)
+    draft_comm, _ = forward_comm(dsc, sp, st, drafting)
     t_draft = speculative.draft_time(sc, draft["layer"], draft["head"], draft_comm / sp.layers_per_stage)
     return out + np.where(np.asarray(d) > 0, t_draft, 0.0)
 
@@ -165,14 +169,19 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
     """Requests a replica can run at once: max_seqs, and the paged KV cache at the mean context of a
     running request (I + O/2 with fixed lengths, request_mix.mix_moments' ctx with a spread; rounded up
     to whole blocks) in what the weights, the step's workspace and the reserve leave free."""
-    s = sc.serving
-    if s.speculative is not None:  # the draft head's layers hold weights and a KV cache of their own
+    s, kvp = sc.serving, sc.workload.kv_precision or sc.workload.precision
+    draft = s.speculative.draft_model if s.speculative is not None else None
+    if s.speculative is not None and draft is None:  # the draft head's layers hold weights and a KV cache
         sp = dataclasses.replace(sp, layers_per_stage=sp.layers_per_stage + s.speculative.draft_layers)
     blk = s.kv_block_tokens
     ctx = mix_moments(sc.workload, input_len, output_len)["ctx"]
-    per_seq = np.ceil(ctx / blk) * blk * sp.layers_per_stage * kv_bytes_per_token_layer(
-        sc.model, sp.tp, sc.workload.kv_precision or sc.workload.precision)
+    per_token = sp.layers_per_stage * kv_bytes_per_token_layer(sc.model, sp.tp, kvp)
     fixed = memory_bytes(sc, sp, 0, input_len, output_len)
+    if draft is not None:  # a draft model: its weights and its KV cache on each of the target's tp ranks
+        one = dataclasses.replace(sp, pp=np.ones_like(sp.pp), layers_per_stage=draft.layers + 0 * sp.layers_per_stage)
+        fixed["weights"] = fixed["weights"] + memory_bytes(speculative.drafter(sc), one, 0, input_len, output_len)["weights"]
+        per_token = per_token + draft.layers * kv_bytes_per_token_layer(draft, sp.tp, kvp)
+    per_seq = np.ceil(ctx / blk) * blk * per_token
     # the step's workspace: the live tensors of max_batch_tokens tokens and the fp32 logits of max_seqs
     workspace = s.max_batch_tokens * _workspace_per_token(sc, sp.tp) + s.max_seqs * _logits_bytes_per_seq(sc, sp.tp)
     free = kv_budget(s.engine, sc.accelerator.hbm_bytes, fixed["weights"], workspace, fixed["reserved"],

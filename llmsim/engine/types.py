@@ -207,11 +207,12 @@ class Disaggregation:
 
 @dataclass(frozen=True)
 class Speculative:
-    """Speculative decoding with a draft head (``serving.speculative``; engine/speculative.py)."""
+    """Speculative decoding with a draft head or a draft model (``serving.speculative``; engine/speculative.py)."""
 
     acceptance_rate: float
     draft_tokens: int = 3
     draft_layers: int = 1
+    draft_model: Model | None = None  # None: a head of draft_layers target-shaped layers
 
 
 @dataclass(frozen=True)

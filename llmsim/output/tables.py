@@ -81,7 +81,9 @@ def print_serving(rec: dict) -> None:
         ("time per output token (TPOT)", (f"{fmt_number(rec['tpot_s'] * 1e3)} ms "
                                          f"({fmt_number(rec['tokens_per_s_per_user'])} tokens/s per user"
                                          + (f"; speculative: {fmt_number(rec['tokens_per_decode_step'])} tokens "
-                                            "per decode step" if rec.get("tokens_per_decode_step", 1) != 1 else "")
+                                            "per decode step" + (f", drafted by {rec['speculative_draft_model']}"
+                                                                 if rec.get("speculative_draft_model") else "")
+                                            if rec.get("tokens_per_decode_step", 1) != 1 else "")
                                          + ")")),
         ("end-to-end latency", f"{fmt_number(rec['e2e_latency_s'])} s"),
         ("throughput", (f"{fmt_number(rec['throughput_tokens_per_s'])} output tokens/s "

@@ -104,7 +104,10 @@ def _serving(s, acc) -> Serving:
         prefill_tp=d.prefill.tp, prefill_pp=d.prefill.pp, decode_tp=d.decode.tp, decode_pp=d.decode.pp,
         prefill_devices=None if d.prefill_devices == "auto" else d.prefill_devices,
         kv_transfer_layerwise=d.kv_transfer == "layerwise")
-    spec = None if s.speculative is None else Speculative(**s.speculative.model_dump())
+    sp = s.speculative
+    spec = None if sp is None else Speculative(
+        acceptance_rate=sp.acceptance_rate, draft_tokens=sp.draft_tokens, draft_layers=sp.draft_layers,
+        draft_model=None if sp.draft_model is None else model_values(sp.draft_model))
     given = s.model_dump(exclude={"disaggregation", "speculative", "engine"})
     filled = scheduler_defaults(s.engine, acc.name, acc.hbm_bytes)
     return Serving(**{k: (filled[k] if v is None and k in filled else v) for k, v in given.items()},

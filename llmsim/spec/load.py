@@ -20,6 +20,7 @@ PRESET_SLOTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("model",), "models"),
     (("system", "accelerator"), "accelerators"),
     (("system", "network"), "networks"),
+    (("serving", "speculative", "draft_model"), "models"),
 )
 
 

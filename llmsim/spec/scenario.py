@@ -195,8 +195,9 @@ class DisaggregationSpec(Strict):
 
 
 class SpeculativeSpec(Strict):
-    """Speculative decoding with a draft head (EAGLE, Li et al. 2024; DeepSeek-V3 multi-token prediction):
-    ``draft_tokens`` proposed per step, each kept with probability ``acceptance_rate`` (engine/speculative.py)."""
+    """Speculative decoding with a draft head (EAGLE, Li et al. 2024; DeepSeek-V3 multi-token prediction)
+    or a separate draft model (Leviathan et al. 2023; Chen et al. 2023): ``draft_tokens`` proposed per step,
+    each kept with probability ``acceptance_rate`` (engine/speculative.py)."""
 
     # k; EAGLE-2 and vLLM's examples propose 3-5; beyond 16 a position-independent acceptance rate means little
     draft_tokens: int = Field(default=3, gt=0, le=16)
@@ -205,6 +206,16 @@ class SpeculativeSpec(Strict):
     acceptance_rate: float = Field(gt=0, lt=1)
     # target-shaped layers in the draft head: 1 for EAGLE and for DeepSeek-V3's MTP module
     draft_layers: PosInt = 1
+    # a separate draft model (a model preset name or mapping, e.g. llama3.2-1b for Llama 3.1 70B) instead
+    # of a head: all its layers and its own output layer run per drafted token, on the target's tp ranks
+    draft_model: ModelSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_kind_of_draft(self):
+        if self.draft_model is not None and "draft_layers" in self.model_fields_set:
+            raise ValueError("draft_layers is for a draft head; a draft_model runs all "
+                             f"{self.draft_model.layers} of its own layers: leave draft_layers out")
+        return self
 
 
 class ServingSpec(Strict):
@@ -282,4 +293,9 @@ class ScenarioSpec(Strict):
         if self.serving.speculative is not None and (w.mode != "serving" or self.serving.disaggregation):
             raise ValueError("serving.speculative is modelled for workload.mode serving with co-located prefill "
                              "and decode (no serving.disaggregation)")
+        draft = self.serving.speculative.draft_model if self.serving.speculative else None
+        if draft is not None and draft.vocab != self.model.vocab:
+            raise ValueError(f"serving.speculative.draft_model '{draft.name}' has a vocabulary of {draft.vocab:,} "
+                             f"tokens and the target '{self.model.name}' {self.model.vocab:,}: a draft proposes "
+                             "the target's tokens, so it needs the target's tokenizer")
         return self

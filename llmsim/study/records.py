@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from llmsim.spec.presets import PresetRegistry
+from llmsim.study.auto import auto_choices, interleavings, microbatch_sizes  # noqa: F401
 
 DEFAULT_SCENARIO = Path(__file__).parent.parent / "scenarios" / "default.yaml"
 
@@ -122,38 +123,6 @@ def _disaggregated_record(sc) -> dict:
     return row
 
 
-def interleavings(sc) -> list[int]:
-    """Virtual stages a pipeline can run: 1, and every v > 1 that splits each device's layer slots (the
-    embedding and loss counted when they take one) into v equal chunks (Megatron-LM: layers per virtual
-    stage an integer) with no chunk left empty."""
-    from llmsim.engine.split import extra_stages
-
-    p, slots = sc.parallel, sc.model.layers + extra_stages(sc)
-    if p.pp <= 1:
-        return [1]
-    per_device = -(-slots // p.pp)
-    return [1] + [v for v in range(2, per_device + 1) if per_device % v == 0 and p.pp * v <= slots]
-
-
-def microbatch_sizes(sc) -> list[int]:
-    """Microbatch sizes a training step can run: every divisor of a data-parallel rank's share of the
-    global batch (dp as given, or the devices over tp*pp*cp)."""
-    p, w = sc.parallel, sc.workload
-    dp = p.dp or max(sc.num_devices // max(p.tp * p.pp * p.cp, 1), 1)
-    local = w.global_batch_size // dp if w.global_batch_size % dp == 0 else 1
-    return [m for m in range(1, local + 1) if local % m == 0]
-
-
-def auto_choices(sc) -> dict[str, list[int]]:
-    """The values each ``auto`` knob of a training scenario is chosen from (empty when none is auto)."""
-    p, out = sc.parallel, {}
-    if p.microbatch_size == "auto":
-        out["microbatch_size"] = microbatch_sizes(sc)
-    if p.virtual_stages == "auto":
-        out["virtual_stages"] = interleavings(sc)
-    return out
-
-
 def resolve_auto(sc):
     """The scenario with ``microbatch_size: auto`` and ``virtual_stages: auto`` replaced by what they pick
     (unchanged otherwise): every combination evaluated as one column, the fastest that fits in memory kept
@@ -252,6 +221,8 @@ def inference_record(sc, split, num_devices, batch, input_len, output_len) -> di
 
 def serving_inputs(sc, n: dict, input_len, output_len, concurrency) -> dict:
     """The input columns of serving rows (as ``inference_inputs``, with the concurrency)."""
+    from llmsim.engine.speculative import draft_layers
+
     cols = inference_inputs(sc, n, input_len, output_len, concurrency)
     cols["concurrency"] = cols.pop("batch_size")
     const, w = _const(len(n["tp"])), sc.workload
@@ -259,7 +230,8 @@ def serving_inputs(sc, n: dict, input_len, output_len, concurrency) -> dict:
     cols.update(engine=const(sc.serving.engine), input_len_cv=const(w.input_len_cv),
                 output_len_cv=const(w.output_len_cv),
                 speculative_draft_tokens=const(spec.draft_tokens if spec else 0),
-                speculative_draft_layers=const(spec.draft_layers if spec else 0),
+                speculative_draft_layers=const(draft_layers(sc)),
+                speculative_draft_model=const(spec.draft_model.name if spec and spec.draft_model else None),
                 speculative_acceptance_rate=const(spec.acceptance_rate if spec else np.nan))
     return cols
 

@@ -136,3 +136,26 @@ def test_inference_without_lengths_is_a_one_line_error():
     r = run_cli("estimate", "--mode", "inference", "--set", "workload.batch_size=4")
     assert r.returncode == 2
     assert "input_len and output_len" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_per_gemm_activation_quantisation_adds_a_kernel_before_every_gemm():
+    # Llama 3 8B layer at FP8, one decode token (b = 1, s = 1), tp 1. Fused (TensorRT-LLM class): the
+    # RMSNorms and SwiGLU write the FP8 inputs of qkv, mlp_up and mlp_down; only the attention output gets a
+    # quantisation kernel of its own (out_proj_quant). per_gemm (torchao): all four GEMM inputs get one,
+    # each reading 2 bytes and writing 1 an element (qkv and mlp_up read the 4,096-wide hidden state,
+    # out_proj the 4,096-wide attention output, mlp_down the 14,336-wide activation); the norms and the
+    # activation then write 16 bits, one byte an element more.
+    from llmsim.engine.compute import engine_ops, layer_ops
+    from llmsim.spec.convert import model_values
+    from llmsim.spec.presets import PresetRegistry
+
+    m = model_values(PresetRegistry().get("models", "llama3-8b"))
+    ops = layer_ops(m, 1, 1, 1, 1, False, "fp8", False, 1, flash=True)
+    fused = {o.name: o for o in engine_ops(ops, "fp8")}
+    per_gemm = {o.name: o for o in engine_ops(ops, "fp8", fused_quant=False)}
+    assert sorted(n for n in fused if n.endswith("_quant")) == ["out_proj_quant"]
+    assert sorted(n for n in per_gemm if n.endswith("_quant")) == ["mlp_down_quant", "mlp_up_quant",
+                                                                  "out_proj_quant", "qkv_proj_quant"]
+    assert per_gemm["qkv_proj_quant"].bytes == 4096 * 3 and per_gemm["mlp_down_quant"].bytes == 14336 * 3
+    assert per_gemm["mlp_act"].bytes - fused["mlp_act"].bytes == 14336
+    assert per_gemm["residual_attn_norm"].bytes - fused["residual_attn_norm"].bytes == 4096

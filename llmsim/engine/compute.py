@@ -210,12 +210,13 @@ QUANT_PRODUCER = {"qkv_proj": "attn_norm", "q_proj": "attn_norm", "q_down": "att
 RESIDUAL_BEFORE = {"mlp_norm": "attn_residual", "attn_norm": "mlp_residual"}  # a layer's last add, the next's norm
 
 
-def engine_ops(ops: list[Op], precision: str) -> list[Op]:
+def engine_ops(ops: list[Op], precision: str, fused_quant: bool = True) -> list[Op]:
     """A serving engine's kernels for one layer's training-shaped ``ops`` (``layer_ops``): no Transformer
     Engine casts (which also write the column-major copy only a backward reads); each GEMM input quantised
     by the kernel that writes it (``QUANT_PRODUCER``: it writes ``w`` bytes an element instead of 2) or by
-    one kernel of its own (read 2 bytes, write ``w``); each residual add fused into the RMSNorm after it
-    (one kernel reads the sum's inputs, writes the residual and the normalised copy: one read fewer)."""
+    one kernel of its own (read 2 bytes, write ``w``; every GEMM's without ``fused_quant``); each residual
+    add fused into the RMSNorm after it (one kernel reads the sum's inputs, writes the residual and the
+    normalised copy: one read fewer)."""
     wb = PRECISION_BYTES[precision]
     by = {op.name: op for op in ops}
     saved: dict[str, float] = {}
@@ -224,7 +225,7 @@ def engine_ops(ops: list[Op], precision: str) -> list[Op]:
         if wb >= ACT_BYTES or op.kind != "gemm" or op.core_attention or op.name in ("router", "moe_dispatch",
                                                                                        "moe_combine"):
             continue
-        producer = QUANT_PRODUCER.get(op.name)
+        producer = QUANT_PRODUCER.get(op.name) if fused_quant else None
         if producer in by:  # one quantised output however many GEMMs read it
             saved[producer] = op.cast_elems[0] * (ACT_BYTES - wb)
         else:

@@ -96,7 +96,8 @@ def _phase_ops(sc: Scenario, b, s, tp, ep, in_tp: bool, ctx=None) -> tuple[list[
     def layer(moe: bool) -> list[Op]:
         ops = engine_ops(layer_ops(m, b, s, tp, 1, False, w.precision, moe, ep, flash=True,
                                    touched_experts=touched, expert_tp=etp,
-                                   moe_dispatch="local" if in_tp else "permute"), w.precision)
+                                   moe_dispatch="local" if in_tp else "permute"), w.precision,
+                         sc.parallel.activation_quant == "fused")
         if ctx is not None:
             ops = [_decode_attention(m, b, ctx, tp, kvp, 1.0) if op.name == "attention" else op for op in ops]
         return ops

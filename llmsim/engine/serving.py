@@ -78,7 +78,8 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
 
     def layer(moe: bool):
         ops = engine_ops(layer_ops(m, 1, d * q + c, tp, 1, False, prec, moe, ep, flash=True, expert_tp=etp,
-                                   moe_dispatch="local" if in_tp else "permute"), prec)
+                                   moe_dispatch="local" if in_tp else "permute"), prec,
+                         sc.parallel.activation_quant == "fused")
         out = 0.0
         for op in ops:
             if op.name == "attention":  # decode tokens read their cache, prompt tokens their prefix

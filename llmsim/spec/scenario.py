@@ -28,6 +28,10 @@ class ParallelSpec(Strict):
     sequence_parallel: bool = True
     flash_attention: bool = True  # fused attention (Dao et al. 2022); false: s x s scores in HBM
     attention_kernel: str = "auto"  # a kernel of the accelerator's measured_attention_tflops; auto: fastest
+    # inference and serving at fp8/fp4: each GEMM input quantised by the kernel that writes it (fused:
+    # TensorRT-LLM's norm- and SwiGLU-quant kernels, vLLM's fusion passes) or by a kernel of its own before
+    # every GEMM (per_gemm: torchao's dynamic activation quantisation of each nn.Linear's input)
+    activation_quant: Literal["fused", "per_gemm"] = "fused"
     tp_comm_overlap: bool = False  # TP collectives overlapped with GEMMs (Transformer Engine userbuffers)
     # MoE all-to-all: exposed (Megatron-Core default), under the shared experts (--moe-shared-expert-overlap)
     # or under another microbatch's layer (--overlap-moe-expert-parallel-comm, DeepSeek-V3 DualPipe)

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
@@ -159,3 +160,41 @@ def test_per_gemm_activation_quantisation_adds_a_kernel_before_every_gemm():
     assert per_gemm["qkv_proj_quant"].bytes == 4096 * 3 and per_gemm["mlp_down_quant"].bytes == 14336 * 3
     assert per_gemm["mlp_act"].bytes - fused["mlp_act"].bytes == 14336
     assert per_gemm["residual_attn_norm"].bytes - fused["residual_attn_norm"].bytes == 4096
+
+
+def _tp_case(tp_all_reduce="auto"):
+    from llmsim.spec.presets import PresetRegistry
+    from llmsim.study import records as est
+
+    return est.load(None, PresetRegistry(), ["model=llama2-7b", "system.accelerator=a100-sxm-80gb",
+                                             "system.network=dgx-a100", "system.num_devices=8", "parallel.tp=8",
+                                             "parallel.pp=1", "workload.mode=inference", "workload.batch_size=1",
+                                             "workload.input_len=128", "workload.output_len=128",
+                                             f"parallel.tp_all_reduce={tp_all_reduce}"])
+
+
+def test_a_small_tp_all_reduce_runs_one_shot_by_hand():
+    # one decode token of Llama 2 7B over tp 8 on a DGX A100: S = 4,096 x 2 bytes = 8,192. One-shot: one
+    # kernel (INFERENCE_KERNEL_OVERHEAD_S) + one LL hop on NVLink (0.18 x 3.4 us = 0.612 us) + 7 peers'
+    # 8,192 bytes over 300 GB/s (0.191 us); NCCL's ring/LL takes 7.0 us + 14 steps x 0.612 us = 15.6 us
+    from llmsim.engine import calibration as cal
+    from llmsim.engine.inference import tp_all_reduce
+
+    one = cal.INFERENCE_KERNEL_OVERHEAD_S + 0.18 * 3.4e-6 + 7 * 8192 / 300e9
+    t, names = tp_all_reduce(_tp_case(), np.array([8]), np.array([1]), np.array([8192.0]))
+    assert t[0] == pytest.approx(one, rel=1e-9) and names[0] == "all_reduce one-shot on nvlink"
+    nccl, nccl_names = tp_all_reduce(_tp_case("nccl"), np.array([8]), np.array([1]), np.array([8192.0]))
+    assert nccl[0] == pytest.approx(7.0e-6 + 14 * 0.18 * 3.4e-6, rel=0.02) and "ring" in nccl_names[0]
+    # 64 MB: the one-shot's 7 x 64 MB read (1.5 ms) loses to the ring's 2 x 7/8 x 64 MB: NCCL kept
+    big, big_names = tp_all_reduce(_tp_case(), np.array([8]), np.array([1]), np.array([64e6]))
+    assert "one-shot" not in big_names[0] and big[0] < 7 * 64e6 / 300e9
+
+
+@settings(max_examples=25, deadline=None)
+@given(tp=st.sampled_from([2, 4, 8]), nbytes=st.floats(1e2, 1e9))
+def test_the_custom_all_reduce_is_never_slower_than_nccl(tp, nbytes):
+    from llmsim.engine.inference import tp_all_reduce
+
+    auto = tp_all_reduce(_tp_case(), np.array([tp]), np.array([1]), np.array([nbytes]))[0][0]
+    nccl = tp_all_reduce(_tp_case("nccl"), np.array([tp]), np.array([1]), np.array([nbytes]))[0][0]
+    assert 0 < auto <= nccl

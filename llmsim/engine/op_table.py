@@ -14,8 +14,7 @@ import numpy as np
 
 from llmsim.engine.compute import ACT_BYTES, Op, bound, kernel_time
 from llmsim.engine.errors import DesignError
-from llmsim.engine.network.collectives import collective_time
-from llmsim.engine.network.topology import group_path
+from llmsim.engine.network.topology import group_path, strides
 from llmsim.engine.split import resolve_split
 from llmsim.engine.types import Scenario
 
@@ -51,9 +50,11 @@ def _tp_rows(sc: Scenario, sp, phase: str, tokens: float, count: int) -> list[di
     p = sc.parallel
     if p.tp <= 1:
         return []
+    from llmsim.engine.inference import tp_all_reduce
+
     nbytes = tokens * sc.model.hidden * ACT_BYTES
-    path = group_path(sc.network, p.order, sp.degrees, "tp")
-    t = collective_time("all_reduce", nbytes, p.tp, path)
+    stride = strides(p.order, sp.degrees)["tp"]
+    t = float(tp_all_reduce(sc, np.array([p.tp]), np.array([stride]), np.array([nbytes]))[0][0])
     return [_network_row(phase, f"tp_all_reduce x{count}", nbytes * count, t * count)]
 
 

@@ -140,6 +140,7 @@ class Parallel:
     order: tuple[str, ...]
     attention_kernel: str = "auto"
     activation_quant: str = "fused"  # fused | per_gemm (compute.engine_ops)
+    tp_all_reduce: str = "nccl"  # nccl | auto (inference.tp_all_reduce)
     grad_reduce_dtype: str = "auto"  # auto | fp32 | bf16 (memory.grad_bytes)
     optimizer_states: str = "fp32"  # fp32 | fp32-remainders | bf16 (memory.OPTIMIZER_STATE_BYTES)
     pipeline_embedding_stage: bool = False  # the embedding counts as a pipeline layer (Megatron-LM)

@@ -125,6 +125,7 @@ def scenario_values(s: ScenarioSpec) -> Scenario:
                           microbatch_size=p.microbatch_size, virtual_stages=p.virtual_stages,
                           recompute=p.recompute, zero_stage=p.zero_stage, order=tuple(p.order),
                           attention_kernel=p.attention_kernel, activation_quant=p.activation_quant,
+                          tp_all_reduce=p.tp_all_reduce,
                           grad_reduce_dtype=p.grad_reduce_dtype,
                           optimizer_states=p.optimizer_states, pipeline_embedding_stage=p.pipeline_embedding_stage,
                           pipeline_loss_stage=p.pipeline_loss_stage, moe_comm_overlap=p.moe_comm_overlap,

@@ -32,6 +32,10 @@ class ParallelSpec(Strict):
     # TensorRT-LLM's norm- and SwiGLU-quant kernels, vLLM's fusion passes) or by a kernel of its own before
     # every GEMM (per_gemm: torchao's dynamic activation quantisation of each nn.Linear's input)
     activation_quant: Literal["fused", "per_gemm"] = "fused"
+    # inference and serving tp all-reduce: nccl, NCCL's algorithms only; auto, also a one-shot custom
+    # all-reduce inside one scale-up domain where it is faster (TensorRT-LLM, vLLM and SGLang ship one;
+    # gpt-fast runs PyTorch's with ENABLE_INTRA_NODE_COMM=1). nccl until auto is validated engine by engine
+    tp_all_reduce: Literal["auto", "nccl"] = "nccl"
     tp_comm_overlap: bool = False  # TP collectives overlapped with GEMMs (Transformer Engine userbuffers)
     # MoE all-to-all: exposed (Megatron-Core default), under the shared experts (--moe-shared-expert-overlap)
     # or under another microbatch's layer (--overlap-moe-expert-parallel-comm, DeepSeek-V3 DualPipe)

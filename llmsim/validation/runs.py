@@ -80,7 +80,8 @@ KINDS = (TRAINING, INFERENCE, LATENCY, DECODE, *SERVING)
 # modelling choices a converter may fix from the record, its framework or its launch recipe rather than
 # leave to llmsim's defaults (a user of llmsim gets the defaults)
 CHOICES = ("parallel.attention_kernel", "parallel.tp_comm_overlap", "parallel.flash_attention",
-           "parallel.grad_reduce_dtype", "parallel.optimizer_states", "parallel.activation_quant", "model.dropout")
+           "parallel.grad_reduce_dtype", "parallel.optimizer_states", "parallel.activation_quant",
+           "parallel.tp_all_reduce", "model.dropout")
 
 
 def _without(data: dict, paths: tuple[str, ...]) -> dict:

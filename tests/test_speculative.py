@@ -205,3 +205,44 @@ grid:
     d = pd.read_csv(csv)
     assert d["speculative_draft_model"].isna().tolist() == [True, False]
     assert d["speculative_draft_model"].iloc[1] == "llama3.2-1b" and d["speculative_draft_layers"].tolist() == [0, 16]
+
+
+def test_a_draft_model_whose_heads_do_not_split_over_tp_is_refused(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("""\
+model: llama3-70b
+system: {accelerator: h100-sxm, num_devices: 8, network: dgx-h100}
+parallel: {tp: 8, pp: 1}
+workload: {mode: serving, precision: fp8, input_len: 512, output_len: 64, concurrency: 1}
+serving:
+  speculative:
+    acceptance_rate: 0.7
+    draft_model: {name: odd-draft, layers: 4, hidden: 1792, ffn_hidden: 4096, heads: 14, kv_heads: 7,
+                  head_dim: 128, vocab: 128256, activation: swiglu}
+""")
+    r = run_cli("estimate", str(scenario))
+    assert r.returncode == 2 and "draft model's heads (14) are not divisible by tp (8)" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_moe_draft_keeps_its_experts_on_the_tp_ranks(registry, monkeypatch):
+    # Qwen3-30B-A3B drafting for Qwen3-235B-A22B on 16 H100 (tp 8, dp 2): the draft's experts sit on the
+    # tp ranks (its compute takes ep 1), so its per-layer communication is the tp all-reduce alone whether
+    # the target spreads its experts over ep 2 or not (no expert all-to-all across the ep group)
+    seen = []
+    draft_time = speculative.draft_time
+    monkeypatch.setattr(speculative, "draft_time",
+                        lambda sc, layer, head, comm: seen.append(float(np.ravel(comm)[0])) or draft_time(
+                            sc, layer, head, comm))
+
+    def layer_comm(ep):
+        seen.clear()
+        sc = est.load(None, registry, ["model=qwen3-235b-a22b", "system.accelerator=h100-sxm",
+                                       "system.network=dgx-h100", "system.num_devices=16", "parallel.tp=8",
+                                       "parallel.pp=1", f"parallel.ep={ep}", "workload.mode=serving",
+                                       "workload.precision=fp8", "workload.input_len=512", "workload.output_len=64",
+                                       "workload.concurrency=1", "serving.speculative.acceptance_rate=0.7",
+                                       "serving.speculative.draft_model=qwen3-30b-a3b"])
+        _row(sc)
+        return seen[0]
+    assert layer_comm(2) == pytest.approx(layer_comm(1), rel=1e-12) and layer_comm(1) > 0

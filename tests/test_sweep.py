@@ -282,3 +282,14 @@ def test_a_sweep_without_feasible_points_says_so_and_names_the_missing_key(tmp_p
     r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1")
     rows = pd.read_csv(io.StringIO(r.stdout))
     assert rows["infeasible_reason"].tolist() == ["system.network: required key is missing"] * 2
+
+
+def test_constraints_compare_text_columns_whatever_the_group_size(tmp_path):
+    # the model, accelerator and network are one-value columns of each group: comparing two of them, or
+    # one with a string, must act as on text (16 tp x pp points per accelerator; recompute a text input)
+    path = tmp_path / "s.yaml"
+    path.write_text(SPEC.replace('  - "tp * pp <= 16"', '  - "accelerator != network and recompute == \'selective\'"'))
+    rows = run(load_sweep(path), (), 1)
+    assert len(rows) == 32 and set(rows["accelerator"]) == {"h100-sxm", "a100-sxm-80gb"}
+    path.write_text(SPEC.replace('  - "tp * pp <= 16"', '  - "model == accelerator"'))
+    assert len(run(load_sweep(path), (), 1)) == 0

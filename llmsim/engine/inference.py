@@ -236,7 +236,7 @@ def tp_all_reduce(sc: Scenario, tp, stride, nbytes):
     lies inside one switched or fully meshed scale-up domain and that is faster. One-shot: one kernel
     (the engine's fixed cost per kernel), a flag barrier of one low-latency hop (NCCL's LL step latency
     on the tier), then each rank reads its k - 1 peers' buffers over its own links and reduces them:
-    (k - 1) S / B. TensorRT-LLM's AllReduceStrategy ONESHOT (customAllReduceKernels.cu), vLLM and
+    (k - 1) S / B, B the tier's link rate as NCCL's paths get it. TensorRT-LLM's AllReduceStrategy ONESHOT (customAllReduceKernels.cu), vLLM and
     SGLang's custom_all_reduce.cuh (cross_device_reduce_1stage) and PyTorch's intra-node comm (gpt-fast's
     tensor-parallel command sets ENABLE_INTRA_NODE_COMM=1) run so for small messages."""
     net = sc.network
@@ -245,8 +245,9 @@ def tp_all_reduce(sc: Scenario, tp, stride, nbytes):
     if sc.parallel.tp_all_reduce == "nccl" or tier.topology not in ("switch", "full-mesh"):
         return t, names
     k = np.asarray(tp, dtype=float)
+    bw = tier.bw_bytes_per_s * cal.SCALEUP_LINK_EFFICIENCY  # the link rate NCCL's paths get (topology._level)
     one = (cal.INFERENCE_KERNEL_OVERHEAD_S + cal.PROTOCOLS["ll"][0] * tier.latency_s
-           + (k - 1) * np.asarray(nbytes, dtype=float) / tier.bw_bytes_per_s)
+           + (k - 1) * np.asarray(nbytes, dtype=float) / bw)
     use = (k > 1) & (np.asarray(stride) * k <= tier.size) & (one < t)
     if not np.any(use):
         return t, names

@@ -116,7 +116,8 @@ def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys):
                         sp.tp, sp.ep)
     else:
         draft = _stage_compute(dsc, False, drafting, 0.0 * drafting, ctx, keys, sp.tp, 1)
-    draft_comm, _ = forward_comm(dsc, sp, st, drafting)
+    draft_comm, _ = forward_comm(dsc, sp if dsc is sc else dataclasses.replace(sp, ep=np.ones_like(sp.ep)), st,
+                                 drafting)
     t_draft = speculative.draft_time(sc, draft["layer"], draft["head"], draft_comm / sp.layers_per_stage)
     return out + np.where(np.asarray(d) > 0, t_draft, 0.0)
 
@@ -179,7 +180,8 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
     per_token = sp.layers_per_stage * kv_bytes_per_token_layer(sc.model, sp.tp, kvp)
     fixed = memory_bytes(sc, sp, 0, input_len, output_len)
     if draft is not None:  # a draft model: its weights and its KV cache on each of the target's tp ranks
-        one = dataclasses.replace(sp, pp=np.ones_like(sp.pp), layers_per_stage=draft.layers + 0 * sp.layers_per_stage)
+        one = dataclasses.replace(sp, pp=np.ones_like(sp.pp), ep=np.ones_like(sp.ep),
+                                  layers_per_stage=draft.layers + 0 * sp.layers_per_stage)
         fixed["weights"] = fixed["weights"] + memory_bytes(speculative.drafter(sc), one, 0, input_len, output_len)["weights"]
         per_token = per_token + draft.layers * kv_bytes_per_token_layer(draft, sp.tp, kvp)
     per_seq = np.ceil(ctx / blk) * blk * per_token

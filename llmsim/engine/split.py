@@ -88,6 +88,7 @@ def inputs_of(sc: Scenario) -> dict:
 def _checks(sc: Scenario, a: dict, dp, ep_in_tp, folds) -> list[tuple]:
     """(failing mask, message of row i, path) for each rule, in the order they are reported."""
     m, w = sc.model, sc.workload
+    draft = sc.serving.speculative.draft_model if sc.serving.speculative else None  # runs on the tp ranks
     n, tp, pp, cp, ep, mb, v = (a[k] for k in ("num_devices", "tp", "pp", "cp", "ep", "microbatch_size",
                                                "virtual_stages"))
     inner = tp * pp * cp
@@ -102,6 +103,9 @@ def _checks(sc: Scenario, a: dict, dp, ep_in_tp, folds) -> list[tuple]:
         (inner * dp != n, lambda i: f"tp*pp*cp*dp = {inner[i] * dp[i]} must equal num_devices ({n[i]})",
          "parallel.dp"),
         (m.heads % tp != 0, lambda i: f"heads ({m.heads}) are not divisible by tp ({tp[i]})", "parallel.tp"),
+        (draft.heads % tp != 0 if draft else False,
+         lambda i: f"the draft model's heads ({draft.heads}) are not divisible by tp ({tp[i]})",
+         "serving.speculative.draft_model"),
         (pp * v > slots, lambda i: f"pp*virtual_stages ({pp[i]}*{v[i]}) exceeds layers ({m.layers}"
                                    + (f" + {slots - m.layers} for the embedding and loss" if slots > m.layers else "")
                                    + ")", "parallel.pp"),

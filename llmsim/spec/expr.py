@@ -109,6 +109,8 @@ def _veval(node, cols: dict):
         return node.value
     if isinstance(node, ast.Name):
         value = cols[node.id]
+        if type(value).__name__ == "Categorical":  # a sweep's constant text column: compared as text
+            value = np.asarray(value, dtype=object)
         if isinstance(value, np.ndarray):  # read-only: no function may write into a column
             value = value.view()
             value.flags.writeable = False

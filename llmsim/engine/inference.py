@@ -230,17 +230,19 @@ def estimate_inference(sc: Scenario) -> dict:
     return first_row(cols)
 
 
-def tp_all_reduce(sc: Scenario, tp, stride, nbytes):
-    """(times, names) of a tensor-parallel all-reduce of ``nbytes`` per rank in a serving engine: NCCL's
-    fastest algorithm, or (``parallel.tp_all_reduce: auto``) a one-shot custom all-reduce where the group
-    lies inside one switched or fully meshed scale-up domain and that is faster. One-shot: one kernel
-    (the engine's fixed cost per kernel), a flag barrier of one low-latency hop (NCCL's LL step latency
-    on the tier), then each rank reads its k - 1 peers' buffers over its own links and reduces them:
-    (k - 1) S / B, B the tier's link rate as NCCL's paths get it. TensorRT-LLM's AllReduceStrategy ONESHOT (customAllReduceKernels.cu), vLLM and
-    SGLang's custom_all_reduce.cuh (cross_device_reduce_1stage) and PyTorch's intra-node comm (gpt-fast's
-    tensor-parallel command sets ENABLE_INTRA_NODE_COMM=1) run so for small messages."""
+def tp_all_reduce(sc: Scenario, tp, stride, nbytes, with_names: bool = True):
+    """(times, names; None without ``with_names``) of a tensor-parallel all-reduce of ``nbytes`` per rank
+    in a serving engine: NCCL's fastest algorithm, or (``parallel.tp_all_reduce: auto``) a one-shot custom
+    all-reduce where the group lies inside one switched or fully meshed scale-up domain and that is
+    faster. One-shot: one kernel (the engine's fixed cost per kernel), a flag barrier of one low-latency
+    hop (NCCL's LL step latency on the tier), then each rank reads its k - 1 peers' buffers over its own
+    links and reduces them: (k - 1) S / B, B the tier's link rate as NCCL's paths get it. TensorRT-LLM's
+    AllReduceStrategy ONESHOT (customAllReduceKernels.cu), vLLM and SGLang's custom_all_reduce.cuh
+    (cross_device_reduce_1stage) and PyTorch's intra-node comm (gpt-fast's tensor-parallel command sets
+    ENABLE_INTRA_NODE_COMM=1) run so for small messages."""
     net = sc.network
-    t, names = group_collectives(net, "all_reduce", nbytes, tp, stride)
+    timings = group_collectives(net, "all_reduce", nbytes, tp, stride)
+    t, names = timings.times, (timings.names if with_names else None)
     tier = net.tiers[0]
     if sc.parallel.tp_all_reduce == "nccl" or tier.topology not in ("switch", "full-mesh"):
         return t, names
@@ -251,16 +253,17 @@ def tp_all_reduce(sc: Scenario, tp, stride, nbytes):
     use = (k > 1) & (np.asarray(stride) * k <= tier.size) & (one < t)
     if not np.any(use):
         return t, names
-    return np.where(use, one, t), np.where(use, f"all_reduce one-shot on {tier.name}", names)
+    return np.where(use, one, t), (np.where(use, f"all_reduce one-shot on {tier.name}", names)
+                                   if with_names else None)
 
 
-def forward_comm(sc: Scenario, sp: Split, st: dict, tokens):
+def forward_comm(sc: Scenario, sp: Split, st: dict, tokens, with_names: bool = True):
     """(communication time of one forward of the fullest stage over ``tokens`` tokens per device, TP
-    all-reduce names); ``st``: the split's strides (topology.strides)."""
+    all-reduce names or None without ``with_names``); ``st``: the split's strides (topology.strides)."""
     m, net, deg = sc.model, sc.network, sp.degrees
     tok_bytes = tokens * m.hidden * ACT_BYTES
     # attention output and MLP output all-reduces (no sequence parallelism in inference)
-    t_ar, names = tp_all_reduce(sc, sp.tp, st["tp"], tok_bytes)
+    t_ar, names = tp_all_reduce(sc, sp.tp, st["tp"], tok_bytes, with_names)
     out = 0.0 + sp.layers_per_stage * 2 * t_ar
     if m.moe:  # dispatch and combine (Lepikhin et al. 2020, GShard); none when ep is inside tp
         a2a_bytes = tok_bytes * m.moe.top_k * moe_dispatch_factor(m)  # padded to capacity if dropping

@@ -103,7 +103,7 @@ def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys):
     q = speculative.queries(sc)
     flag = np.broadcast_to(np.asarray(sp.ep_in_tp, dtype=bool), np.shape(d))
     comp = on_flag(lambda f, *k: _stage_compute(sc, f, *k, q=q), flag, d, c, ctx, keys, sp.tp, sp.ep)
-    comm, _ = forward_comm(sc, sp, st, d * q + c)
+    comm, _ = forward_comm(sc, sp, st, d * q + c, with_names=False)
     stage = sp.layers_per_stage * comp["layer"] + comp["head"] + comm
     out = sp.pp * stage + pipeline_hops(sc, sp, st, d * q + c)
     if q == 1:
@@ -114,10 +114,11 @@ def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys):
     if dsc is sc:
         draft = on_flag(lambda f, *k: _stage_compute(sc, f, *k), flag, drafting, 0.0 * drafting, ctx, keys,
                         sp.tp, sp.ep)
+        dsp = sp
     else:
         draft = _stage_compute(dsc, False, drafting, 0.0 * drafting, ctx, keys, sp.tp, 1)
-    draft_comm, _ = forward_comm(dsc, sp if dsc is sc else dataclasses.replace(sp, ep=np.ones_like(sp.ep)), st,
-                                 drafting)
+        dsp = dataclasses.replace(sp, ep=np.ones_like(sp.ep))
+    draft_comm, _ = forward_comm(dsc, dsp, st, drafting, with_names=False)
     t_draft = speculative.draft_time(sc, draft["layer"], draft["head"], draft_comm / sp.layers_per_stage)
     return out + np.where(np.asarray(d) > 0, t_draft, 0.0)
 
@@ -181,8 +182,9 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
     fixed = memory_bytes(sc, sp, 0, input_len, output_len)
     if draft is not None:  # a draft model: its weights and its KV cache on each of the target's tp ranks
         one = dataclasses.replace(sp, pp=np.ones_like(sp.pp), ep=np.ones_like(sp.ep),
-                                  layers_per_stage=draft.layers + 0 * sp.layers_per_stage)
-        fixed["weights"] = fixed["weights"] + memory_bytes(speculative.drafter(sc), one, 0, input_len, output_len)["weights"]
+                                  layers_per_stage=np.full_like(sp.layers_per_stage, draft.layers))
+        fixed["weights"] = fixed["weights"] + memory_bytes(speculative.drafter(sc), one, 0, input_len,
+                                                           output_len)["weights"]
         per_token = per_token + draft.layers * kv_bytes_per_token_layer(draft, sp.tp, kvp)
     per_seq = np.ceil(ctx / blk) * blk * per_token
     # the step's workspace: the live tensors of max_batch_tokens tokens and the fp32 logits of max_seqs

@@ -13,6 +13,7 @@ record's mean TPOT or, failing that, its mean inter-token latency.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -59,7 +60,18 @@ def scenario_overrides(rec: dict) -> list[str] | None:
             "parallel.ep=1", "workload.mode=serving", f"workload.precision={prec}",
             f"workload.kv_precision={kv}", f"workload.input_len={w['input_len']}",
             f"workload.output_len={w['output_len']}", f"workload.concurrency={w['concurrency']}",
-            *([f"serving.engine={rec['engine']}"] if rec.get("engine") in ENGINES else [])]
+            *([f"serving.engine={rec['engine']}"] if rec.get("engine") in ENGINES else []), *_v0_mla(rec, name)]
+
+
+def _v0_mla(rec: dict, model: str) -> list[str]:
+    """The scheduler of a vLLM V0 release (before 0.8) serving an MLA model: V0 turns chunked prefill off
+    for MLA ("MLA is enabled; forcing chunked prefill and prefix caching to be disabled", vllm/config.py,
+    0.7.1-0.7.3 logs), so its default scheduler runs prompts first (``Scheduler._schedule_default``) with a
+    budget of max(max_model_len, 2048) tokens (``SchedulerConfig``; 163,840 for DeepSeek-R1)."""
+    version = str(rec.get("engine_version") or "")
+    if rec.get("engine") != "vllm" or not re.match(r"0\.[0-7]\.", version) or not model.startswith("deepseek"):
+        return []
+    return ["serving.chunked_prefill=false", "serving.scheduler=prefill_first", "serving.max_batch_tokens=163840"]
 
 
 def rows() -> list[dict]:

@@ -32,7 +32,7 @@ import dataclasses
 
 import numpy as np
 
-from llmsim.engine import speculative
+from llmsim.engine import speculative, waves
 from llmsim.engine.columns import on_flag
 from llmsim.engine.compute import ACT_BYTES, Op, engine_ops, head_ops, kernel_time, layer_ops
 from llmsim.engine.errors import DesignError
@@ -196,9 +196,11 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
             "max_running": np.minimum(kv_fit, s.max_seqs).astype(np.int64)}
 
 
-def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len, num_devices) -> dict:
+def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len, num_devices,
+                    closed_loop: bool = True) -> dict:
     """Output columns (arrays) of the valid splits ``sp`` serving ``concurrency`` requests at once over
-    their dp replicas, each of ``input_len`` prompt and ``output_len`` generated tokens."""
+    their dp replicas, each of ``input_len`` prompt and ``output_len`` generated tokens (``closed_loop``:
+    a benchmark client's burst start, which a prefill-first scheduler keeps in waves, engine/waves.py)."""
     s = sc.serving
     st = strides(sc.parallel.order, sp.degrees)
     n_total = np.asarray(concurrency, dtype=float)
@@ -251,6 +253,10 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     full = ((1 + d_o) * q + c_o > budget) | (rate > rate_max)
     rate = np.where(full, np.minimum(rate, rate_max), rate)
     tpot = np.where(full, np.maximum(tpot, t_full / e), tpot)
+    if waves.applies(sc, closed_loop):
+        wave = waves.wave_columns(lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys), run, prompt, osl, e,
+                                  budget, s.chunked_prefill)
+        rate, tpot = wave["rate"], wave["tpot"]
     e2e = n / rate  # Little's law over everything in flight: prefill waits and the queue beyond the limit
     ttft = e2e - (osl - 1) * tpot
     queue = (n - run) / rate  # of which beyond the running limit
@@ -278,10 +284,11 @@ def _deployment_limit(sc: Scenario, sp: Split, input_len: int, output_len: int) 
     return max(int(running_limit(sc, sp, isl, osl)["max_running"][0]), 1) * int(np.asarray(sp.dp).ravel()[0])
 
 
-def _over(sc: Scenario, sp: Split, conc, input_len: int, output_len: int, num_devices: int) -> dict:
+def _over(sc: Scenario, sp: Split, conc, input_len: int, output_len: int, num_devices: int,
+          closed_loop: bool = True) -> dict:
     """``serving_columns`` of the one split ``sp`` at every concurrency of the array ``conc``."""
     return serving_columns(sc, sp, conc, np.full(conc.shape, input_len), np.full(conc.shape, output_len),
-                           np.full(conc.shape, num_devices))
+                           np.full(conc.shape, num_devices), closed_loop)
 
 
 def slo_capacity(sc: Scenario, sp: Split, input_len: int, output_len: int, num_devices: int) -> dict:
@@ -323,10 +330,11 @@ def open_loop(sc: Scenario, sp: Split, rate: float, input_len: int, output_len: 
     work_cv = float(mix_moments(sc.workload, input_len, output_len, sc.serving.prefix_cache_hit_rate)["work_cv"])
     wait = lambda r, q: mg1_wait_quantile(r, capacity, work_cv, q)
     conc = np.unique(np.geomspace(1, top, 96))
-    cols = _over(sc, sp, conc, input_len, output_len, num_devices)
+    cols = _over(sc, sp, conc, input_len, output_len, num_devices, closed_loop=False)  # Poisson: no waves
     capacity = float(cols["requests_per_s"][-1])
     n = float(np.interp(rate, cols["requests_per_s"], conc)) if rate < capacity else float(top)
-    at = {k: np.asarray(v)[0] for k, v in _over(sc, sp, np.array([n]), input_len, output_len, num_devices).items()}
+    at = {k: np.asarray(v)[0] for k, v in _over(sc, sp, np.array([n]), input_len, output_len, num_devices,
+                                                 closed_loop=False).items()}
     if rate < cols["requests_per_s"][0]:  # fewer than one request in flight on average: the engine idles
         n = rate * float(at["e2e_latency_s"])  # between requests, each served as if alone
         at.update(requests_per_s=rate, throughput_tokens_per_s=rate * output_len,

@@ -225,7 +225,8 @@ class Serving:
     max_seqs: int = 256
     kv_block_tokens: int = 16
     chunked_prefill: bool = True  # false: each prompt runs whole in one step (TensorRT-LLM's default)
-    engine: str = "generic"  # whose scheduler defaults filled the four above (spec/engines.py)
+    scheduler: str = "mixed"  # or prefill_first: decode only when no prompt waits (engine/waves.py)
+    engine: str = "generic"  # whose scheduler defaults filled the five above (spec/engines.py)
     prefix_cache_hit_rate: float = 0.0
     slo_ttft_s: float | None = None  # service-level objective on time to first token
     slo_tpot_s: float | None = None  # and on time per output token

@@ -236,6 +236,9 @@ class ServingSpec(Strict):
     max_seqs: PosInt | None = None  # requests running at once
     kv_block_tokens: PosInt | None = None  # tokens per paged KV cache block
     chunked_prefill: bool | None = None  # prompts split across steps within the budget (false: whole)
+    # mixed: prompt chunks share decode steps; prefill_first: a step of prompts whenever any wait, so a
+    # closed loop of fixed lengths runs in waves (engine/waves.py)
+    scheduler: Literal["mixed", "prefill_first"] | None = None
     # share of each prompt found in the prefix cache (not recomputed); 0: no reuse
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0, lt=1)
     # service-level objectives: llmsim estimate reports the largest concurrency meeting both and the

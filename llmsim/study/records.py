@@ -227,7 +227,7 @@ def serving_inputs(sc, n: dict, input_len, output_len, concurrency) -> dict:
     cols["concurrency"] = cols.pop("batch_size")
     const, w = _const(len(n["tp"])), sc.workload
     spec = sc.serving.speculative  # none: 0 drafted tokens, no acceptance rate
-    cols.update(engine=const(sc.serving.engine), input_len_cv=const(w.input_len_cv),
+    cols.update(engine=const(sc.serving.engine), scheduler=const(sc.serving.scheduler), input_len_cv=const(w.input_len_cv),
                 output_len_cv=const(w.output_len_cv),
                 speculative_draft_tokens=const(spec.draft_tokens if spec else 0),
                 speculative_draft_layers=const(draft_layers(sc)),

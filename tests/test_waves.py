@@ -18,13 +18,37 @@ def _load(registry, *extra):
     return est.load(None, registry, [*BASE, *extra])
 
 
-def _step(sc):
-    """t(d, c) of the scenario's one split, as scalars."""
+def _step(sc, i=1000, o=100):
+    """t(d, c) of the scenario's one split, as scalars (fixed lengths: decode context I + O/2, a prompt
+    token attending to I/2 keys)."""
     sp = resolve_split(sc).as_column()
     st = strides(sc.parallel.order, sp.degrees)
     one = lambda v: np.array([float(v)])
-    # fixed lengths: decode context I + O/2 = 1050, a prompt token attends to I/2 = 500 keys
-    return lambda d, c: float(step_time(sc, sp, st, one(d), one(c), one(1050.0), one(500.0))[0])
+    return lambda d, c: float(step_time(sc, sp, st, one(d), one(c), one(i + o / 2), one(i / 2))[0])
+
+
+def _brute(t, n, i, o, budget, chunked):
+    """(mean TTFT, mean TPOT, E2E, requests/s) of one wave by walking its schedule step by step: prompt
+    tokens (or whole prompts) taken in order up to the budget a step, each request's first token at the
+    end of the step that finishes its prompt, then o - 1 decode steps of all n."""
+    ends, clock = [], 0.0
+    if chunked:
+        done_tokens, total = 0, n * i
+        while done_tokens < total:
+            take = min(budget, total - done_tokens)
+            clock += t(0, take)
+            done_tokens += take
+            ends += [clock] * (done_tokens // i - len(ends))
+    else:
+        fit = max(budget // i, 1)
+        while len(ends) < n:
+            k = min(fit, n - len(ends))
+            clock += t(0, k * i)
+            ends += [clock] * k
+    wave = clock + (o - 1) * t(n, 0)
+    ttft = sum(ends) / n
+    tpot = sum((wave - e) / (o - 1) for e in ends) / n
+    return ttft, tpot, wave, n / wave
 
 
 def test_sglang_defaults_to_prefill_first_and_the_others_mix(registry):
@@ -51,28 +75,49 @@ def test_a_wave_by_hand(registry):
     assert row["scheduler"] == "prefill_first"
 
 
-def test_a_wave_of_chunks_fills_whole_budgets_then_the_rest(registry):
-    # 20 x 1,000 = 20,000 prompt tokens in steps of 8,192: two full steps and one of 3,616. Prompts 1-8
-    # end in step 1 (8,000 <= 8,192), 9-16 in step 2 (16,000 <= 16,384), 17-20 in the last: exact mean
-    # TTFT (8 t1 + 8 (2 t1) + 4 (2 t1 + t3)) / 20 = (32 t1 + 4 t3) / 20. The model's sum of step indices
-    # for the 16 is I' m (m + 1) / (2B) + m (q - 1) / (2q) = 1000 x 16 x 17 / 16384 + 16 x 1023 / 2048
-    # (q = 8192 / gcd(8192, 1000) = 1024) = 16.602 + 7.992 = 24.594 against the exact 24
-    sc = _load(registry, "workload.concurrency=20", "serving.scheduler=prefill_first")
-    t = _step(sc)
-    t1, t3 = t(0, 8192), t(0, 3616)
-    model = (24.594 * t1 + 4 * (2 * t1 + t3)) / 20
-    assert est.record(sc)["ttft_s"] == pytest.approx(model, rel=1e-4)
-    assert est.record(sc)["ttft_s"] == pytest.approx((32 * t1 + 4 * t3) / 20, rel=0.02)
+@pytest.mark.parametrize(("n", "i", "budget", "chunked"), [
+    (20, 1000, 8192, True),  # two full steps and one of 3,616 tokens; prompts end in steps 1, 2, 3
+    (2, 8193, 8192, True),  # a prompt one token over the budget
+    (3, 8191, 8192, True),  # one token under
+    (4, 999, 2048, True),
+    (7, 512, 1024, True),  # two prompts a step exactly
+    (1, 5000, 2048, True),  # one prompt in three chunks
+    (300, 700, 8192, True),
+    (20, 1000, 8192, False),  # whole prompts: 8 a step, 8 + 8 + 4
+    (5, 3000, 8192, False),
+])
+def test_a_wave_matches_its_schedule_walked_step_by_step(registry, n, i, budget, chunked):
+    sc = _load(registry, f"workload.concurrency={n}", f"workload.input_len={i}", "serving.scheduler=prefill_first",
+               f"serving.max_batch_tokens={budget}", f"serving.chunked_prefill={str(chunked).lower()}",
+               "serving.max_seqs=4096")
+    ttft, tpot, e2e, rate = _brute(_step(sc, i, 100), n, i, 100, budget, chunked)
+    row = est.record(sc)
+    assert row["running_requests_per_replica"] == n
+    assert row["ttft_s"] == pytest.approx(ttft, rel=1e-9)
+    assert row["tpot_s"] == pytest.approx(tpot, rel=1e-9)
+    assert row["e2e_latency_s"] == pytest.approx(e2e, rel=1e-9)
+    assert row["requests_per_s"] == pytest.approx(rate, rel=1e-9)
 
 
-def test_whole_prompts_fill_a_step_with_as_many_as_fit(registry):
-    # chunked prefill off: 8 prompts of 1,000 per 8,192-token step; 20 prompts: 8 + 8 + 4, first tokens
-    # at t8, 2 t8 and 2 t8 + t4: TTFT (8 t8 + 16 t8 + 4 (2 t8 + t4)) / 20
-    sc = _load(registry, "workload.concurrency=20", "serving.scheduler=prefill_first",
-               "serving.chunked_prefill=false")
-    t = _step(sc)
-    t8, t4 = t(0, 8000), t(0, 4000)
-    assert est.record(sc)["ttft_s"] == pytest.approx((32 * t8 + 4 * t4) / 20, rel=1e-9)
+def test_two_replicas_run_a_wave_each(registry):
+    # 40 requests over dp 2: two waves of 20 side by side, twice the requests/s of one
+    one = _load(registry, "workload.concurrency=20", "serving.scheduler=prefill_first")
+    ttft, tpot, _, rate = _brute(_step(one), 20, 1000, 100, 8192, True)
+    two = est.record(_load(registry, "workload.concurrency=40", "serving.scheduler=prefill_first",
+                           "system.num_devices=2", "parallel.dp=2"))
+    assert two["ttft_s"] == pytest.approx(ttft, rel=1e-9) and two["tpot_s"] == pytest.approx(tpot, rel=1e-9)
+    assert two["requests_per_s"] == pytest.approx(2 * rate, rel=1e-9)
+
+
+def test_a_wave_holds_every_request_at_its_full_context_at_once(registry):
+    # all requests of a wave reach I + O together: the KV cache is sized at I + O = 1,100 tokens (whole
+    # 16-token blocks: 1,104), not the staggered loop's mean I + O/2 = 1,050 (1,056)
+    def limit(scheduler):
+        row = est.record(_load(registry, "workload.concurrency=4096", f"serving.scheduler={scheduler}",
+                               "serving.max_seqs=100000"))
+        return row["max_running_requests_per_replica"], row["kv_cache_occupancy"]
+    (waves, occ), (mixed, _) = limit("prefill_first"), limit("mixed")
+    assert waves < mixed and waves == pytest.approx(mixed * 1056 / 1104, abs=1.0) and occ <= 1.0
 
 
 def test_waves_make_ttft_grow_with_concurrency_where_mixing_keeps_it_flat(registry):
@@ -85,25 +130,21 @@ def test_waves_make_ttft_grow_with_concurrency_where_mixing_keeps_it_flat(regist
     assert ttft("mixed", 128) < waves[2] / 4
 
 
-def test_a_spread_of_lengths_or_poisson_arrivals_take_the_steady_state(registry):
-    # waves need fixed lengths (all finish at one step) and a client's burst (closed loop)
+def test_a_spread_of_outputs_or_poisson_arrivals_take_the_steady_state(registry):
+    # waves need one output length (all finish at one step) and a client's burst (closed loop); prompts of
+    # any length are all prefilled before the wave decodes, so a spread of them keeps the waves
     spread = ["workload.concurrency=64", "workload.output_len={mean: 100, cv: 0.5}"]
     a = est.record(_load(registry, *spread, "serving.scheduler=prefill_first"))
     b = est.record(_load(registry, *spread, "serving.scheduler=mixed"))
     assert a["ttft_s"] == b["ttft_s"] and a["tpot_s"] == b["tpot_s"]
+    prompts = ["workload.concurrency=64", "workload.input_len={mean: 1000, cv: 0.3}"]
+    a = est.record(_load(registry, *prompts, "serving.scheduler=prefill_first"))
+    b = est.record(_load(registry, *prompts, "serving.scheduler=mixed"))
+    assert a["ttft_s"] > 4 * b["ttft_s"]
     rate = ["workload.request_rate_per_s=2"]
     a = est.record(_load(registry, *rate, "serving.scheduler=prefill_first"))
     b = est.record(_load(registry, *rate, "serving.scheduler=mixed"))
     assert a["ttft_s"] == b["ttft_s"] and a["throughput_tokens_per_s"] == b["throughput_tokens_per_s"]
-
-
-@pytest.mark.parametrize("n", [1, 2, 7, 64, 300])
-def test_waves_keep_the_serving_identities(registry, n):
-    # Little's law N = X E2E, E2E = TTFT + (O - 1) TPOT, and throughput never above the running requests'
-    row = est.record(_load(registry, f"workload.concurrency={n}", "serving.scheduler=prefill_first"))
-    assert row["e2e_latency_s"] == pytest.approx(row["ttft_s"] + 99 * row["tpot_s"], rel=1e-9)
-    assert n == pytest.approx(row["requests_per_s"] * row["e2e_latency_s"], rel=1e-9)
-    assert row["ttft_s"] > 0 and row["tpot_s"] > 0
 
 
 def test_throughput_never_falls_as_a_wave_grows(registry):

@@ -148,7 +148,7 @@ def scaling_cmd(
 def serving_cmd(
     results: Path = RESULTS,
     group: list[str] | None = typer.Option(None, "--group", help="One line per value of these columns "
-                                            "(default: those of accelerator, model, tp, pp, dp that vary)."),
+                                            "(default: those of accelerator, model, tp, pp, dp, engine, scheduler that vary)."),
     slo_tpot_s: float | None = typer.Option(None, "--slo-tpot-s", min=0.0, help="Shade what meets this TPOT."),
     output: Path = OUTPUT,
 ) -> None:
@@ -159,7 +159,8 @@ def serving_cmd(
     from llmsim.output.plot_serving import X, Y, serving_figure
 
     df = load_results(results, {"concurrency": "concurrency", X: X, Y: Y})
-    cols = group or [c for c in ("accelerator", "model", "tp", "pp", "dp") if c in df and df[c].nunique() > 1]
+    cols = group or [c for c in ("accelerator", "model", "tp", "pp", "dp", "engine", "scheduler")
+                     if c in df and df[c].nunique() > 1]
     for c in cols:
         _check_column(df, results, "--group", c, numeric=False)
     fig = serving_figure(df, cols, slo_tpot_s=slo_tpot_s, title=f"{results.stem}: throughput vs interactivity")

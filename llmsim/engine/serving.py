@@ -168,16 +168,18 @@ def kv_budget(engine: str, hbm, weights, workspace, reserved, ranks):
     return left
 
 
-def running_limit(sc: Scenario, sp: Split, input_len, output_len) -> dict:
+def running_limit(sc: Scenario, sp: Split, input_len, output_len, lockstep: bool = False) -> dict:
     """Requests a replica can run at once: max_seqs, and the paged KV cache at the mean context of a
     running request (I + O/2 with fixed lengths, request_mix.mix_moments' ctx with a spread; rounded up
-    to whole blocks) in what the weights, the step's workspace and the reserve leave free."""
+    to whole blocks) in what the weights, the step's workspace and the reserve leave free; ``lockstep``
+    (a wave, engine/waves.py): at the full context I + O that every request of the wave reaches at once."""
     s, kvp = sc.serving, sc.workload.kv_precision or sc.workload.precision
     draft = s.speculative.draft_model if s.speculative is not None else None
     if s.speculative is not None and draft is None:  # the draft head's layers hold weights and a KV cache
         sp = dataclasses.replace(sp, layers_per_stage=sp.layers_per_stage + s.speculative.draft_layers)
     blk = s.kv_block_tokens
-    ctx = mix_moments(sc.workload, input_len, output_len)["ctx"]
+    ctx = (np.asarray(input_len, dtype=float) + output_len if lockstep
+           else mix_moments(sc.workload, input_len, output_len)["ctx"])
     per_token = sp.layers_per_stage * kv_bytes_per_token_layer(sc.model, sp.tp, kvp)
     fixed = memory_bytes(sc, sp, 0, input_len, output_len)
     if draft is not None:  # a draft model: its weights and its KV cache on each of the target's tp ranks
@@ -208,7 +210,8 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     isl, osl = np.asarray(input_len, dtype=float), np.asarray(output_len, dtype=float)
     prompt = np.maximum(np.ceil(isl * (1 - s.prefix_cache_hit_rate)), 1.0)
     check_whole_prompts(sc, prompt)
-    lim = running_limit(sc, sp, isl, osl)
+    in_waves = waves.applies(sc, closed_loop)
+    lim = running_limit(sc, sp, isl, osl, lockstep=in_waves)
     run = np.minimum(n, np.maximum(lim["max_running"], 1))
     mix = mix_moments(sc.workload, isl, osl)
     ctx, keys = mix["ctx"], mix["keys"]
@@ -253,7 +256,7 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     full = ((1 + d_o) * q + c_o > budget) | (rate > rate_max)
     rate = np.where(full, np.minimum(rate, rate_max), rate)
     tpot = np.where(full, np.maximum(tpot, t_full / e), tpot)
-    if waves.applies(sc, closed_loop):
+    if in_waves:
         wave = waves.wave_columns(lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys), run, prompt, osl, e,
                                   budget, s.chunked_prefill)
         rate, tpot = wave["rate"], wave["tpot"]

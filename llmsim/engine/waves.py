@@ -11,7 +11,7 @@ decodes the ``N`` requests in lockstep. With fixed lengths they all finish at th
 sends ``N`` new ones at once, and the loop stays in waves for the whole run. A scheduler that mixes
 prompt chunks into decode steps (vLLM V1, TensorRT-LLM in-flight batching, SGLang's mixed chunk) starts
 each request's decode as soon as its own prompt is done, so the finishes, and the arrivals after them,
-spread out into the steady state of ``engine/serving.py``; so does a spread of lengths. Per replica,
+spread out into the steady state of ``engine/serving.py``; so does a spread of output lengths. Per replica,
 with ``I'`` prompt tokens, ``O`` output tokens, ``e`` tokens per decode step and ``t(d, c)`` the step
 time over ``d`` decoding requests and ``c`` prompt tokens:
 
@@ -32,10 +32,29 @@ import numpy as np
 
 
 def applies(sc, closed_loop: bool = True) -> bool:
-    """Whether a closed loop of ``sc`` runs in waves: a prefill-first scheduler and fixed lengths."""
-    w = sc.workload
-    return (closed_loop and sc.serving.scheduler == "prefill_first" and w.input_len_cv == 0
-            and w.output_len_cv == 0)
+    """Whether a closed loop of ``sc`` runs in waves: a prefill-first scheduler and a fixed output length
+    (prompts of any length are all prefilled before the wave decodes, so only the outputs must agree)."""
+    return closed_loop and sc.serving.scheduler == "prefill_first" and sc.workload.output_len_cv == 0
+
+
+def floor_sum(n, m, a, b):
+    """sum_{i=0}^{n-1} floor((a i + b) / m) for arrays of non-negative integers (m > 0): the Euclid-like
+    reduction of the lattice points under a line (Graham, Knuth, Patashnik, Concrete Mathematics, 2nd
+    ed., sec. 3.5), O(log m) array steps."""
+    n, m, a, b = (np.array(v, dtype=np.int64) for v in np.broadcast_arrays(n, m, a, b))
+    out = np.zeros(n.shape, dtype=np.int64)
+    live = n > 0
+    while live.any():
+        q = a // m
+        out += np.where(live, (n - 1) * n // 2 * q, 0)
+        a = a % m
+        q = b // m
+        out += np.where(live, n * q, 0)
+        b = b % m
+        top = a * n + b
+        live &= top >= m
+        n, b, m, a = np.where(live, top // m, 0), np.where(live, top % m, 0), np.where(live, a, 1), m
+    return out
 
 
 def wave_columns(step, run, prompt, osl, e, budget: float, chunked: bool) -> dict:
@@ -46,10 +65,9 @@ def wave_columns(step, run, prompt, osl, e, budget: float, chunked: bool) -> dic
         full = np.floor(run * prompt / budget)
         per_step, last = np.full_like(run, budget), run * prompt - full * budget
         done = np.minimum(np.floor(full * budget / prompt), run)  # prompts ending in the full steps
-        # request j's prompt ends in step ceil(j I' / B): the sum over j <= m is I' m (m + 1) / (2B) plus
-        # m times the mean round-up, (q - 1) / (2q) with q = B / gcd(B, I') (the fractions cycle over q)
-        q = budget / np.gcd(int(budget), prompt.astype(np.int64))
-        index_sum = prompt * done * (done + 1) / (2 * budget) + done * (q - 1) / (2 * q)
+        # request j's prompt ends in step ceil(j I' / B) = floor((I' (j - 1) + I' + B - 1) / B), summed
+        # over j = 1 .. done exactly
+        index_sum = floor_sum(done, int(budget), prompt, prompt + int(budget) - 1).astype(float)
     else:  # whole prompts, as many as fit the budget a step: step s ends prompts (s - 1) p + 1 .. s p
         fit = np.maximum(np.floor(budget / prompt), 1.0)
         full = np.floor(run / fit)

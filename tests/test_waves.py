@@ -152,3 +152,13 @@ def test_throughput_never_falls_as_a_wave_grows(registry):
             for n in (1, 2, 4, 8, 16, 32, 64, 128)]
     thr = [r["throughput_tokens_per_s_per_device"] for r in rows]
     assert all(b >= a for a, b in itertools.pairwise(thr))
+
+
+@pytest.mark.parametrize("scheduler", ["mixed", "prefill_first"])
+def test_fewer_requests_than_replicas_leave_replicas_idle(registry, scheduler):
+    # 3 requests over 8 replicas: 3 replicas serve one each, so the deployment completes 3 / E2E requests
+    # per second (Little's law over the 3 in flight), not 8 / E2E
+    row = est.record(_load(registry, "workload.concurrency=3", "system.num_devices=8", "parallel.dp=8",
+                           f"serving.scheduler={scheduler}"))
+    assert row["requests_per_s"] * row["e2e_latency_s"] == pytest.approx(3.0, rel=1e-9)
+    assert row["throughput_tokens_per_s"] == pytest.approx(3 * 100 / row["e2e_latency_s"], rel=1e-9)

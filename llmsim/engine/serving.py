@@ -263,13 +263,14 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     e2e = n / rate  # Little's law over everything in flight: prefill waits and the queue beyond the limit
     ttft = e2e - (osl - 1) * tpot
     queue = (n - run) / rate  # of which beyond the running limit
-    out_rate = sp.dp * rate * osl  # output tokens/s of the deployment
+    busy = np.minimum(sp.dp, n_total)  # fewer requests than replicas: only that many replicas work
+    out_rate = busy * rate * osl  # output tokens/s of the deployment
     per_device = out_rate / num_devices
     kv_used = run * lim["kv_per_seq_bytes"]
     return {
         "dp": sp.dp, "layers_per_stage": sp.layers_per_stage,
         "ttft_s": ttft, "tpot_s": tpot, "e2e_latency_s": e2e, "queueing_delay_s": queue,
-        "requests_per_s": sp.dp * rate,
+        "requests_per_s": busy * rate,
         "throughput_tokens_per_s": out_rate, "throughput_tokens_per_s_per_device": per_device,
         "tokens_per_s_per_user": 1.0 / tpot,
         "tokens_per_decode_step": np.broadcast_to(e, np.shape(tpot)).astype(float),

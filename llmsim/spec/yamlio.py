@@ -1,6 +1,7 @@
 """YAML loading that remembers the line of every key, so errors can point at it.
 
-Only ``yaml.SafeLoader`` is used: no Python object construction from user files.
+Only the safe constructor is used (``yaml.CSafeLoader``, or ``yaml.SafeLoader`` without libyaml): no Python
+object construction from user files.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from typing import Any
 import yaml
 
 from llmsim.spec.errors import SpecError
+
+# libyaml's parser under the same safe constructor where PyYAML was built with it (15x faster on the
+# bundled presets and data: 0.13 against 1.9 CPU-s for 0.6 MB), else PyYAML's own
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 MAX_NODES = 100_000  # values in a document with its aliases expanded: far above any scenario, sweep or preset
 MAX_DEPTH = 100  # nesting of lists and mappings
@@ -105,7 +110,7 @@ def parse_yaml(text: str, source: str) -> Document:
     """Parse one YAML document from ``text``; ``source`` names it in errors."""
     loader = None
     try:
-        loader = yaml.SafeLoader(text)  # it already refuses control characters
+        loader = _LOADER(text)  # it already refuses control characters
         node = loader.get_single_node()
         if node is None:
             return Document(None, source, {})

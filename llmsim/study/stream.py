@@ -75,7 +75,11 @@ def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool =
     tasks = (delayed(evaluate_part)(spec, preset_dirs, a, b, front_only, None if remote else part_dir)
              for a, b in spans)
     parts = []
-    for (a, _), out in zip(spans, Parallel(n_jobs=jobs, return_as="generator")(tasks), strict=True):
+    # consecutive tasks (the same groups: their presets, splits and collectives cached) go to one worker in
+    # batches, a quarter of each worker's share at a time, so that workers do not both warm every group
+    batch = max(1, len(spans) // (4 * max(jobs, 1))) if jobs != 1 else 1
+    runner = Parallel(n_jobs=jobs, return_as="generator", batch_size=batch)
+    for (a, _), out in zip(spans, runner(tasks), strict=True):
         part = save(out, spec, part_dir, a) if remote else out
         if part is not None:
             parts.append(part)

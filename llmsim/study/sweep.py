@@ -21,9 +21,7 @@ def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, st
 
     rows = evaluate_chunk(spec, preset_dirs, start, stop)
     if front_only and spec.objectives and len(rows):
-        ranked = rank(rows, spec.objectives)
-        rows = ranked[ranked["pareto_rank"] == 0].drop(columns="pareto_rank")
-        rows = rows.sort_values("point", ignore_index=True)
+        rows = rows[on_front(rows, spec.objectives)].sort_values("point", ignore_index=True)
     return rows
 
 
@@ -156,6 +154,22 @@ def rank(rows, objectives: tuple[tuple[str, bool], ...]):
     vals = np.column_stack([_numeric(rows, c) for c, _ in objectives])
     ranks, idx = rank_order(vals, feasible, [m for _, m in objectives])
     return rows.iloc[idx].assign(pareto_rank=ranks[idx]).reset_index(drop=True)
+
+
+def on_front(rows, objectives: tuple[tuple[str, bool], ...]):
+    """Boolean mask of the feasible rows on the Pareto front (``rank``'s rank 0), without reordering the
+    rows: only the front's few rows are then taken from the frame."""
+    import numpy as np
+
+    from llmsim.study.pareto import pareto_rank
+
+    feasible = rows["infeasible_reason"].isna().to_numpy() if "infeasible_reason" in rows else np.ones(len(rows), bool)
+    check_objectives(list(rows.columns), objectives)
+    vals = np.column_stack([_numeric(rows, c) for c, _ in objectives])
+    good = np.flatnonzero(feasible)
+    mask = np.zeros(len(rows), dtype=bool)
+    mask[good] = pareto_rank(vals[good], [m for _, m in objectives]) == 0
+    return mask
 
 
 def ratios(value, ok):

@@ -1,7 +1,8 @@
 """Communication: a parallel group's ``path`` through the network tiers (``topology.py`` places it),
-the alpha-beta cost of each collective algorithm on one level (``algorithms.py``) and the one tuner that
-times every candidate on arrays of message sizes and keeps the fastest (``collectives.py``). Part of the
-engine: imports only ``llmsim.engine``.
+the alpha-beta cost of each collective algorithm on one level (``algorithms.py``), the one tuner that
+times every candidate on arrays of (path, message size) pairs and keeps the fastest (``tuner.py``), and
+a collective on one path with its launch cost and name (``collectives.py``). Part of the engine: imports
+only ``llmsim.engine``.
 """
 
 

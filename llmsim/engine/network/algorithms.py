@@ -3,7 +3,8 @@
 ``S`` is the buffer size as nccl-tests defines it (all-reduce: the reduced buffer; reduce-scatter: its
 input; all-gather: its output; all-to-all: what each rank sends; broadcast: the buffer), ``k`` the ranks
 on this level, ``B`` the achievable per-rank per-direction bandwidth (bytes/s), ``a`` the per-step
-latency (s). Each function returns the time in seconds, or ``inf`` where the algorithm does not apply.
+latency (s); ``S``, ``k``, ``B`` and ``a`` may be arrays of one element per (path, size) pair
+(``tuner.Stack``). Each function returns the time in seconds, or ``inf`` where the algorithm does not apply.
 Reduction arithmetic (the gamma term) is left out: GPUs reduce at HBM speed, far above link speed.
 """
 
@@ -11,12 +12,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 INF = float("inf")
 
 
-def log2_steps(k: int) -> int:
-    """Rounds of a binary tree or recursive doubling over k ranks."""
-    return math.ceil(math.log2(k)) if k > 1 else 0
+def log2_steps(k):
+    """Rounds of a binary tree or recursive doubling over k ranks (an int, or an array of them: log2 of
+    a power of two is exact, of anything else far from an integer, so both give the same rounds)."""
+    if np.ndim(k) == 0:
+        return math.ceil(math.log2(k)) if k > 1 else 0
+    return np.where(k > 1, np.ceil(np.log2(np.maximum(k, 1))), 0.0)
 
 
 def ring(op: str, S: float, k: int, B: float, a: float) -> float:
@@ -46,7 +52,7 @@ def halving_doubling(op: str, S: float, k: int, B: float, a: float) -> float:
     (Thakur, Rabenseifner & Gropp 2005, sec. 4): log2 k steps with the ring's bandwidth term. A
     non-power-of-two k first folds the extra ranks in: one more step moving the whole buffer."""
     f = (k - 1) / k
-    fold = 0.0 if k & (k - 1) == 0 else a + S / B
+    fold = np.where(k & (k - 1) == 0, 0.0, a + S / B)
     if op == "all_reduce":
         return 2 * log2_steps(k) * a + 2 * f * S / B + 2 * fold
     if op in ("reduce_scatter", "all_gather"):
@@ -79,7 +85,7 @@ def direct(op: str, S: float, k: int, B: float, a: float) -> float:
     if op in ("reduce_scatter", "all_gather", "all_to_all"):
         return a + f * S / B
     if op == "broadcast":  # root sends S/(k-1) to each peer, which relay to all (scatter + all-gather)
-        return 2 * a + S / B * (1 + 1 / max(k - 1, 1)) * f
+        return 2 * a + S / B * (1 + 1 / np.maximum(k - 1, 1)) * f
     return INF
 
 

@@ -1,33 +1,21 @@
-"""Collective cost on a group's path through the network, with the algorithm a tuner would pick.
-
-A group's ``Path`` lists, innermost tier first, how many of its ranks share a domain of each tier
-(``Level.ranks``; their product is the group size) and what each rank gets there (bandwidth, latency,
-topology). ``collective`` times every applicable algorithm - flat ones over the whole group (ring,
-double binary tree, halving-doubling, Bruck, pairwise, direct, torus, in-network) and the hierarchical
-one (reduce-scatter inside, the collective across, all-gather inside; Sanders & Traeff / NCCL
-"CollNet"-style) - under each protocol (Simple, LL128, LL) and keeps the fastest, as NCCL's tuner does.
+"""Collective cost on a group's path through the network, with the algorithm a tuner would pick
+(``tuner.py``: every applicable algorithm under each protocol, the fastest kept, as NCCL's tuner does).
 Sizes follow nccl-tests (doc/PERFORMANCE.md); see ``algorithms.py`` for the closed forms.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 
 import numpy as np
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.network import algorithms as alg
+from llmsim.engine.network import tuner
 from llmsim.engine.network.path import Path
+from llmsim.engine.network.tuner import ALGORITHMS, AUTO, NO_CANDIDATE  # noqa: F401 - the module's names
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "p2p")
-ALGORITHMS = ("ring", "tree", "halving-doubling", "bruck", "pairwise", "direct", "torus", "in-network",
-              "in-network-tree", "hierarchical")
-# What the tuner chooses from unless told otherwise: the algorithms GPU collective libraries ship (NCCL /
-# RCCL: ring, tree, NVLS/SHARP, CollNet-style hierarchical, pairwise all-to-all; direct on a full mesh;
-# dimension-ordered rings on a torus). Halving-doubling and Bruck (MPI's) run only when forced.
-AUTO = ("ring", "tree", "pairwise", "direct", "torus", "in-network", "in-network-tree", "hierarchical")
 
 
 @dataclass(frozen=True)
@@ -39,121 +27,6 @@ class Result:
 
 
 NONE = Result(0.0, "-", "-", "-")
-
-
-def _flat(name: str, op: str, S: float, path: Path, lat_x: float, bw_x: float) -> float:
-    """One algorithm run flat over the whole group: the bottleneck bandwidth (a level's per-rank bandwidth
-    times the ranks inside it that send through it in parallel, as NCCL's multi-NIC rings do) and the
-    mean step latency of its hops."""
-    levels, n = path.levels, path.ranks
-    if name in ("torus", "direct", "in-network") and len(levels) != 1:
-        return alg.INF
-    lv = levels[-1]
-    if name == "torus":
-        if not lv.torus_extents:
-            return alg.INF
-        return alg.torus(op, S, lv.torus_extents, lv.bw_bytes_per_s * bw_x, lv.latency_s * lat_x)
-    if name == "in-network":
-        if not lv.in_network_reduction:
-            return alg.INF
-        return alg.in_network(op, S, n, lv.line_bw_bytes_per_s * cal.IN_NETWORK_EFFICIENCY * bw_x,
-                              cal.IN_NETWORK_LATENCY_S)
-    fn, topologies = alg.FLAT[name]
-    if topologies is not None and any(x.topology not in topologies for x in levels):
-        return alg.INF
-    inner, bw, lat, share = 1, math.inf, 0.0, 1.0
-    for x in levels:
-        bw = min(bw, x.bw_bytes_per_s * inner)
-        inside = share * (1 - 1 / x.ranks) if x is not lv else share
-        lat += inside * x.latency_s
-        share -= inside
-        inner *= x.ranks
-    if op == "all_to_all" and name in ("pairwise", "bruck", "direct"):
-        if name == "pairwise" and len(levels) > 1:
-            return (n - 1) * lat * lat_x + _all_to_all_bandwidth_time(S, path, bw_x)
-        bw = bw * _all_to_all_share(lv) if len(levels) == 1 else bw
-    if name == "tree" and op == "all_reduce":
-        # NCCL trees chain the ranks inside a node and build the binary trees across nodes: latency
-        # 2 * (sum of (k - 1) inner hops + log2 k outer hops) (NCCL tuning.cc, tree latency)
-        hops = sum((x.ranks - 1 if x.scale_up else alg.log2_steps(x.ranks)) * x.latency_s for x in levels)
-        return 2 * hops * lat_x + 2 * S / (bw * bw_x)
-    return fn(op, S, n, bw * bw_x, lat * lat_x)
-
-
-def _all_to_all_bandwidth_time(S, path: Path, bw_x: float):
-    """Bandwidth time of an all-to-all across several levels: each rank sends 1/n of its buffer to every
-    rank; what goes to ranks outside its level-(j-1) domain leaves through its own level-j link (its NIC,
-    not the node's aggregate), the innermost level carrying only the traffic that stays inside it
-    (nccl-tests alltoall across nodes is NIC-bound: busbw ~ NIC rate). The slowest level sets the time,
-    the levels streaming at once."""
-    n, inner, t = path.ranks, 1, 0.0
-    for i, x in enumerate(path.levels):
-        crossing = (x.ranks - 1) / n if i == 0 else (n - inner) / n
-        t = np.maximum(t, S * crossing / (x.bw_bytes_per_s * _all_to_all_share(x) * bw_x))
-        inner *= x.ranks
-    return t
-
-
-def _all_to_all_share(x) -> float:
-    """An all-to-all's achievable rate on a level over the ring's (``calibration.ALL_TO_ALL_LINK_EFFICIENCY``
-    in place of the level's link efficiency)."""
-    ring = cal.SCALEUP_LINK_EFFICIENCY if x.scale_up else cal.SCALEOUT_LINK_EFFICIENCY
-    return cal.ALL_TO_ALL_LINK_EFFICIENCY / ring
-
-
-def _hierarchical(op: str, S, path: Path):
-    """Reduce-scatter / all-gather inside the innermost level, the collective across the rest on S/k
-    (each part by the tuner itself); ``S`` is an array."""
-    best = _best_times
-    inner, outer = Path(path.levels[:1]), Path(path.levels[1:])
-    if not outer.levels:
-        return alg.INF
-    k = inner.ranks
-    if op == "all_reduce":
-        return best("reduce_scatter", S, inner) + best("all_reduce", S / k, outer) + best("all_gather", S, inner)
-    if op == "reduce_scatter":
-        return best("reduce_scatter", S, inner) + best("reduce_scatter", S / k, outer)
-    if op == "all_gather":
-        return best("all_gather", S / k, outer) + best("all_gather", S, inner)
-    if op == "broadcast":
-        return best("broadcast", S, outer) + best("broadcast", S, inner)
-    if op == "all_to_all":
-        # the k/n of the buffer for the own domain inside, then the rest across: an all-to-all over the m
-        # outer domains of the whole buffer sends (m-1)/m of it = (n-k)/n, what leaves each rank's domain
-        n = path.ranks
-        return best("all_to_all", S * k / n, inner) + best("all_to_all", S, outer)
-    return alg.INF
-
-
-def _in_network_tree(op: str, S, path: Path):
-    """NCCL's NVLSTree all-reduce: in-network reduction inside the scale-up domain, pipelined chunk by chunk
-    with a double binary tree across domains, each of the k ranks of a domain carrying S/k over its own
-    NIC; the slower stage sets the pace. A tree moves 2 S/k per rank each way (NCCL tuning.cc: tree algbw
-    = busbw / 2), except across two domains, where the two trees degenerate to one exchange of S/k."""
-    inner, outer = path.levels[0], path.levels[1:]
-    if op != "all_reduce" or not outer or not inner.in_network_reduction:
-        return alg.INF
-    m = math.prod(x.ranks for x in outer)
-    bw_out = min(x.bw_bytes_per_s for x in outer)
-    t_out = (1 if m == 2 else 2) * S / inner.ranks / bw_out
-    t_in = S / (inner.line_bw_bytes_per_s * cal.IN_NETWORK_EFFICIENCY)
-    hops = 2 * sum(alg.log2_steps(x.ranks) * x.latency_s for x in outer)
-    return cal.IN_NETWORK_LATENCY_S + hops + np.maximum(t_in, t_out)  # S: a number or an array
-
-
-NO_CANDIDATE = ("-", "-")  # what the tuner reports where no algorithm applies (or nothing is sent)
-
-
-@cache
-def _candidates(algorithm: str | None) -> tuple[tuple[str, str], ...]:
-    """(algorithm, protocol) pairs the tuner times, in the order it prefers them on a tie."""
-    out = []
-    for name in ([algorithm] if algorithm else AUTO):
-        if name in ("hierarchical", "in-network-tree"):
-            out.append((name, "mixed"))
-        else:
-            out += [(name, proto) for proto in cal.PROTOCOLS]
-    return tuple(out)
 
 
 def tune(op: str, sizes: np.ndarray, path: Path, algorithm: str | None = None) -> tuple[np.ndarray, np.ndarray, tuple]:
@@ -177,26 +50,11 @@ CACHED_SIZES = 64  # at most this many distinct sizes per remembered call: the c
 @lru_cache(maxsize=8192)
 def _tune(op: str, key: bytes, shape: tuple, path: Path, algorithm: str | None):
     sizes = np.frombuffer(key, dtype=float).reshape(shape)
-    cands = _candidates(algorithm)
-    stack = np.empty((len(cands), *np.shape(sizes)))
-    for i, (name, proto) in enumerate(cands):
-        if name == "hierarchical":
-            stack[i] = _hierarchical(op, sizes, path)
-        elif name == "in-network-tree":
-            stack[i] = _in_network_tree(op, sizes, path)
-        else:
-            stack[i] = _flat(name, op, sizes, path, *cal.PROTOCOLS[proto])  # inf where it does not apply
-    pick = np.argmin(stack, axis=0)
-    t = np.take_along_axis(stack, pick[None], axis=0)[0]
-    choice = np.where(np.isinf(t), len(cands), pick)
+    st = tuner.stack([path]).take(np.zeros(sizes.size, dtype=np.int64))  # the path's levels, once per size
+    t, choice, cands = tuner.tune(op, sizes.ravel(), st, algorithm)
+    t, choice = t.reshape(shape), choice.reshape(shape)
     t.flags.writeable = choice.flags.writeable = False
-    return t, choice, (*cands, NO_CANDIDATE)
-
-
-def _best_times(op: str, sizes: np.ndarray, path: Path) -> np.ndarray:
-    if path.ranks <= 1:
-        return np.zeros(np.shape(sizes))
-    return np.where(sizes > 0, tune(op, sizes, path)[0], 0.0)
+    return t, choice, cands
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ import numpy as np
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.columns import factorize
-from llmsim.engine.network.collectives import collective_columns
+from llmsim.engine.network import tuner
+from llmsim.engine.network.collectives import NO_CANDIDATE, Timed, collective_columns
 from llmsim.engine.network.path import Level, Path
 from llmsim.engine.types import Network, Tier
 
@@ -195,9 +196,28 @@ def _group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks)
     order = np.argsort(of_row, kind="stable")
     bounds = np.searchsorted(of_row[order], np.arange(len(paths) + 1))
     flat_s, flat_t, parts = S.ravel(), times.reshape(-1), []
+    if op == "p2p" or len(paths) < 2:
+        for path, p in paths.items():
+            rows = order[bounds[p]:bounds[p + 1]]
+            timed = collective_columns(op, flat_s[rows], path)
+            flat_t[rows] = timed.times
+            parts.append((rows, timed))
+        return Timings(times, op, parts)
+    # every path's (path, size) pairs tuned at once, a shape of paths at a time (network/tuner.py):
+    # the same times and choices as collective_columns path by path
+    send = (of_row >= 0) & (flat_s > 0)
+    pair_path, pair_size = of_row[send], flat_s[send]
+    back, first = factorize(pair_path, pair_size.view(np.int64))  # sizes by bit pattern
+    t, picked, cands = tuner.tune_pairs(op, pair_size[first], pair_path[first], list(paths))
+    choice = np.full(flat_s.shape, len(cands) - 1 if cands else 0, dtype=np.int64)
+    flat_t[send] = t[back] + cal.COLLECTIVE_BASE_LATENCY_S
+    choice[send] = picked[back]
     for path, p in paths.items():
         rows = order[bounds[p]:bounds[p + 1]]
-        timed = collective_columns(op, flat_s[rows], path)
-        flat_t[rows] = timed.times
-        parts.append((rows, timed))
+        sent = send[rows]
+        if not sent.any():
+            parts.append((rows, Timed(np.zeros(len(rows)), np.zeros(len(rows), dtype=np.int64), (NO_CANDIDATE,),
+                                      sent, "-")))
+        else:
+            parts.append((rows, Timed(flat_t[rows], choice[rows], cands, sent, path.tiers)))
     return Timings(times, op, parts)

@@ -9,8 +9,9 @@ only ``llmsim.engine``.
 def clear_caches() -> None:
     """Forget remembered collective times and group paths: they read calibration constants (link
     efficiencies, protocols), so a change of those must drop them."""
-    from llmsim.engine.network import collectives, path, topology
+    from llmsim.engine.network import collectives, path, topology, tuner
 
     collectives._tune.cache_clear()
+    tuner.forget()
     topology.path_of.cache_clear()
     path._resized.cache_clear()

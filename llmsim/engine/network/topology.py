@@ -206,8 +206,11 @@ def _group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks)
     # every path's (path, size) pairs tuned at once, a shape of paths at a time (network/tuner.py):
     # the same times and choices as collective_columns path by path
     send = (of_row >= 0) & (flat_s > 0)
+    import pandas as pd  # a sweep's group: pandas hashes the sizes faster than numpy sorts them
+
     pair_path, pair_size = of_row[send], flat_s[send]
-    back, first = factorize(pair_path, pair_size.view(np.int64))  # sizes by bit pattern
+    size_code, distinct = pd.factorize(pair_size)  # sizes > 0: equal values have equal bits
+    back, first = factorize(pair_path * len(distinct) + size_code)
     t, picked, cands = tuner.tune_pairs(op, pair_size[first], pair_path[first], list(paths))
     choice = np.full(flat_s.shape, len(cands) - 1 if cands else 0, dtype=np.int64)
     flat_t[send] = t[back] + cal.COLLECTIVE_BASE_LATENCY_S

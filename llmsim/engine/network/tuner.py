@@ -218,19 +218,48 @@ def tune(op: str, S: np.ndarray, st: Stack, algorithm: str | None = None) -> tup
     return t, np.where(np.isinf(t), len(cands), pick), (*cands, NO_CANDIDATE)
 
 
+REMEMBERED_PAIRS = 200_000  # (path, size) answers kept across calls: a sweep's chunks ask for the same ones
+_remembered: dict[tuple[str, Path], dict[float, tuple[float, int]]] = {}
+_count = [0]
+
+
+def forget() -> None:
+    """Drop the remembered answers (they read calibration constants)."""
+    _remembered.clear()
+    _count[0] = 0
+
+
 def tune_pairs(op: str, sizes: np.ndarray, path_of_pair: np.ndarray, paths: list[Path]):
     """(times without the launch cost, choices, candidates) of ``op`` for each pair (``sizes`` > 0 on
-    ``paths[path_of_pair]``), a shape of paths at a time."""
+    ``paths[path_of_pair]``), a shape of paths at a time; answers are remembered per (path, size), so the
+    chunks of a sweep that meet a path again at a size tune only what is new."""
+    cands = (*candidates(None), NO_CANDIDATE)
+    if _count[0] > REMEMBERED_PAIRS:
+        forget()
+    memos = [_remembered.setdefault((op, path), {}) for path in paths]
     t = np.empty(len(sizes))
     choice = np.empty(len(sizes), dtype=np.int64)
-    cands = None
+    todo = []
+    for i, (p, size) in enumerate(zip(path_of_pair.tolist(), sizes.tolist(), strict=True)):
+        known = memos[p].get(size)
+        if known is None:
+            todo.append(i)
+        else:
+            t[i], choice[i] = known
+    if not todo:
+        return t, choice, cands
+    todo = np.array(todo, dtype=np.int64)
     shapes: dict[tuple, list[int]] = {}
-    for p, path in enumerate(paths):
-        shapes.setdefault(shape_of(path), []).append(p)
+    for p in np.unique(path_of_pair[todo]).tolist():
+        shapes.setdefault(shape_of(paths[p]), []).append(p)
     for members in shapes.values():
         local = np.full(len(paths), -1, dtype=np.int64)
         local[members] = np.arange(len(members))
-        rows = np.flatnonzero(local[path_of_pair] >= 0)
+        rows = todo[local[path_of_pair[todo]] >= 0]
         st = stack([paths[p] for p in members]).take(local[path_of_pair[rows]])
-        t[rows], choice[rows], cands = tune(op, sizes[rows], st)
+        t[rows], choice[rows], _ = tune(op, sizes[rows], st)
+    for p, size, ti, ci in zip(path_of_pair[todo].tolist(), sizes[todo].tolist(), t[todo].tolist(),
+                               choice[todo].tolist(), strict=True):
+        memos[p][size] = (ti, ci)
+    _count[0] += len(todo)
     return t, choice, cands

@@ -69,7 +69,7 @@ def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool =
              remote: bool = False) -> Keys:
     """Every chunk through the active joblib backend, in point order; ``remote``: the workers do not
     share this machine's disk (Dask), so they return rows and this process writes the parts."""
-    from joblib import Parallel, delayed
+    from joblib import Parallel, delayed, effective_n_jobs
 
     spans = sw.tasks(spec)
     tasks = (delayed(evaluate_part)(spec, preset_dirs, a, b, front_only, None if remote else part_dir)
@@ -77,7 +77,7 @@ def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool =
     parts = []
     # consecutive tasks (the same groups: their presets, splits and collectives cached) go to one worker in
     # batches, a quarter of each worker's share at a time, so that workers do not both warm every group
-    batch = max(1, len(spans) // (4 * max(jobs, 1))) if jobs != 1 else 1
+    batch = max(1, len(spans) // (4 * effective_n_jobs(jobs)))
     runner = Parallel(n_jobs=jobs, return_as="generator", batch_size=batch)
     for (a, _), out in zip(spans, runner(tasks), strict=True):
         part = save(out, spec, part_dir, a) if remote else out

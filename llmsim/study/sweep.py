@@ -145,15 +145,20 @@ def check_objectives(columns: list[str], objectives, source: str = "") -> None:
 
 def rank(rows, objectives: tuple[tuple[str, bool], ...]):
     """Rows with ``pareto_rank`` (feasible rows only; infeasible last), best first."""
-    import numpy as np
-
     if not objectives or not len(rows):
         return rows
-    feasible = rows["infeasible_reason"].isna().to_numpy() if "infeasible_reason" in rows else np.ones(len(rows), bool)
-    check_objectives(list(rows.columns), objectives)
-    vals = np.column_stack([_numeric(rows, c) for c, _ in objectives])
+    feasible, vals = _objective_values(rows, objectives)
     ranks, idx = rank_order(vals, feasible, [m for _, m in objectives])
     return rows.iloc[idx].assign(pareto_rank=ranks[idx]).reset_index(drop=True)
+
+
+def _objective_values(rows, objectives):
+    """(feasible mask, rows x objectives values) of a frame of rows."""
+    import numpy as np
+
+    feasible = rows["infeasible_reason"].isna().to_numpy() if "infeasible_reason" in rows else np.ones(len(rows), bool)
+    check_objectives(list(rows.columns), objectives)
+    return feasible, np.column_stack([_numeric(rows, c) for c, _ in objectives])
 
 
 def on_front(rows, objectives: tuple[tuple[str, bool], ...]):
@@ -163,9 +168,7 @@ def on_front(rows, objectives: tuple[tuple[str, bool], ...]):
 
     from llmsim.study.pareto import pareto_rank
 
-    feasible = rows["infeasible_reason"].isna().to_numpy() if "infeasible_reason" in rows else np.ones(len(rows), bool)
-    check_objectives(list(rows.columns), objectives)
-    vals = np.column_stack([_numeric(rows, c) for c, _ in objectives])
+    feasible, vals = _objective_values(rows, objectives)
     good = np.flatnonzero(feasible)
     mask = np.zeros(len(rows), dtype=bool)
     mask[good] = pareto_rank(vals[good], [m for _, m in objectives]) == 0

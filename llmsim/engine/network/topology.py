@@ -212,7 +212,7 @@ def _group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks)
     size_code, distinct = pd.factorize(pair_size)  # sizes > 0: equal values have equal bits
     back, first = factorize(pair_path * len(distinct) + size_code)
     t, picked, cands = tuner.tune_pairs(op, pair_size[first], pair_path[first], list(paths))
-    choice = np.full(flat_s.shape, len(cands) - 1 if cands else 0, dtype=np.int64)
+    choice = np.full(flat_s.shape, len(cands) - 1, dtype=np.int64)
     flat_t[send] = t[back] + cal.COLLECTIVE_BASE_LATENCY_S
     choice[send] = picked[back]
     for path, p in paths.items():

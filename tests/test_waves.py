@@ -162,3 +162,13 @@ def test_fewer_requests_than_replicas_leave_replicas_idle(registry, scheduler):
                            f"serving.scheduler={scheduler}"))
     assert row["requests_per_s"] * row["e2e_latency_s"] == pytest.approx(3.0, rel=1e-9)
     assert row["throughput_tokens_per_s"] == pytest.approx(3 * 100 / row["e2e_latency_s"], rel=1e-9)
+
+
+def test_the_estimate_table_says_when_a_closed_loop_runs_in_waves():
+    from conftest import run_cli
+
+    base = ["estimate", "--mode", "serving", "--concurrency", "8", "--input-len", "512", "--output-len", "64"]
+    waves = run_cli(*base, "--set", "serving.engine=sglang")
+    mixed = run_cli(*base, "--set", "serving.engine=vllm")
+    assert waves.returncode == 0 and "in waves" in waves.stdout
+    assert mixed.returncode == 0 and "in waves" not in mixed.stdout

@@ -100,6 +100,10 @@ def print_serving(rec: dict) -> None:
                                             f"{rec['kv_transfer_tier']}, "
                                             f"{fmt_number(rec['kv_transfer_exposed_s'] * 1e3)} ms of it after "
                                             "the prefill")))
+    if (rec.get("scheduler") == "prefill_first" and not rec.get("output_len_cv") and "ttft_p90_s" not in rec
+            and "prefill_devices" not in rec):
+        rows.append(("scheduler", ("prefill first: the closed loop runs in waves, every prompt and then every "
+                                   "request decoding together (engine/waves.py)")))
     if "colocated_slo_throughput_tokens_per_s_per_device" in rec:
         rows.append(("co-located, same SLO", (f"{fmt_number(rec['colocated_slo_throughput_tokens_per_s_per_device'])}"
                                              f" tokens/s per device (tp={rec['tp']} replicas on the same devices)")))

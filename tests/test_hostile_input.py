@@ -288,3 +288,13 @@ def test_sweep_base_with_a_400_digit_device_count(tmp_path):
                     "network: dgx-h100}\n  workload: {global_batch_size: 32}\ngrid:\n  parallel.tp: [1, 2]\n")
     code, out, err = run_main("sweep", str(path), "--jobs", "1", "--quiet")
     assert code == 0 and out.startswith("model,") and "Traceback" not in err, err
+
+
+def test_flow_brackets_nested_far_past_any_stack_are_refused_in_one_line(tmp_path):
+    # 200,000 nested flow lists: libyaml would recurse in C until the process crashes; the text goes to
+    # PyYAML's parser instead, and the error is one line, exit 2
+    f = tmp_path / "deep.yaml"
+    f.write_text("model: " + "[" * 200_000 + "]" * 200_000 + "\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "llmsim", "estimate", str(f)], capture_output=True, text=True,
+                       check=False, timeout=120)  # its own process: a crash shows as a signal here
+    assert r.returncode == 2 and "deep" in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr)

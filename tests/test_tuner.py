@@ -43,3 +43,28 @@ def test_many_paths_at_once_match_each_path_alone(network):
         want_t, want_n = _path_by_path(net, op, sizes, ranks, stride)
         assert np.array_equal(got.times, want_t), (network, op)  # the same doubles
         assert got.names.tolist() == want_n.tolist(), (network, op)
+
+
+def test_a_group_placed_on_fewer_ranks_than_it_has_sends_nothing():
+    # path_ranks 1: the group's path has no level with two ranks, so nothing is timed for those rows (as
+    # collective_columns on that path), beside a group of 8 that is
+    net = network_values(PresetRegistry([]).get("networks", "dgx-h100"))
+    T._remembered.clear()
+    got = T.group_collectives(net, "all_reduce", np.array([1e6, 1e6]), np.array([2, 8]), np.array([1, 1]),
+                              path_ranks=np.array([1, 8]))
+    alone = collective_columns("all_reduce", np.array([1e6]), T.path_of(net, 1, 8).resized(8))
+    assert got.times[0] == 0.0 and got.times[1] == alone.times[0]
+    assert got.names[0] is None and got.names[1] == alone.names("all_reduce")[0]
+
+
+def test_many_sizes_at_once_are_tuned_without_being_remembered():
+    from llmsim.engine.network import tuner
+
+    net = network_values(PresetRegistry([]).get("networks", "dgx-h100"))
+    sizes = np.arange(1, 20_001) * 1000.0  # 20,000 distinct sizes on two paths
+    ranks = np.where(np.arange(20_000) % 2 == 0, 4, 8)
+    tuner.forget()
+    T._remembered.clear()
+    got = T.group_collectives(net, "all_reduce", sizes, ranks, np.ones(20_000, dtype=np.int64))
+    want, _ = _path_by_path(net, "all_reduce", sizes, ranks, np.ones(20_000, dtype=np.int64))
+    assert np.array_equal(got.times, want) and tuner._count[0] == 0

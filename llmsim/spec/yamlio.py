@@ -16,8 +16,18 @@ import yaml
 from llmsim.spec.errors import SpecError
 
 # libyaml's parser under the same safe constructor where PyYAML was built with it (15x faster on the
-# bundled presets and data: 0.13 against 1.9 CPU-s for 0.6 MB), else PyYAML's own
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# bundled presets and data: 0.13 against 1.9 CPU-s for 0.6 MB), else PyYAML's own. libyaml builds the node
+# tree by recursing in C, so a text deep in flow brackets ("[[[[..." tens of thousands deep) would overflow
+# the C stack before MAX_DEPTH is checked: a text with more than C_FLOW_OPENERS "[" or "{" (the bundled
+# files have at most 32) goes to PyYAML's parser, whose recursion Python stops with a clean error
+_C_LOADER = getattr(yaml, "CSafeLoader", None)
+C_FLOW_OPENERS = 2000
+
+
+def _loader(text: str):
+    if _C_LOADER is not None and text.count("[") + text.count("{") <= C_FLOW_OPENERS:
+        return _C_LOADER(text)
+    return yaml.SafeLoader(text)
 
 MAX_NODES = 100_000  # values in a document with its aliases expanded: far above any scenario, sweep or preset
 MAX_DEPTH = 100  # nesting of lists and mappings
@@ -110,7 +120,7 @@ def parse_yaml(text: str, source: str) -> Document:
     """Parse one YAML document from ``text``; ``source`` names it in errors."""
     loader = None
     try:
-        loader = _LOADER(text)  # it already refuses control characters
+        loader = _loader(text)  # it already refuses control characters
         node = loader.get_single_node()
         if node is None:
             return Document(None, source, {})

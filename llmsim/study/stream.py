@@ -76,8 +76,9 @@ def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool =
              for a, b in spans)
     parts = []
     # consecutive tasks (the same groups: their presets, splits and collectives cached) go to one worker in
-    # batches, a quarter of each worker's share at a time, so that workers do not both warm every group
-    batch = max(1, len(spans) // (4 * effective_n_jobs(jobs)))
+    # batches, a quarter of each worker's share at a time, so that workers do not both warm every group;
+    # remote workers return their rows, which this process holds until saved: one task at a time there
+    batch = 1 if remote else max(1, len(spans) // (4 * effective_n_jobs(jobs)))
     runner = Parallel(n_jobs=jobs, return_as="generator", batch_size=batch)
     for (a, _), out in zip(spans, runner(tasks), strict=True):
         part = save(out, spec, part_dir, a) if remote else out

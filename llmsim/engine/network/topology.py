@@ -205,7 +205,8 @@ def _group_collectives(net: Network, op: str, nbytes, ranks, stride, path_ranks)
         return Timings(times, op, parts)
     # every path's (path, size) pairs tuned at once, a shape of paths at a time (network/tuner.py):
     # the same times and choices as collective_columns path by path
-    send = (of_row >= 0) & (flat_s > 0)
+    several = np.array([path.ranks > 1 for path in paths])  # a path placed on fewer ranks may have none
+    send = (of_row >= 0) & (flat_s > 0) & several[np.maximum(of_row, 0)]
     import pandas as pd  # a sweep's group: pandas hashes the sizes faster than numpy sorts them
 
     pair_path, pair_size = of_row[send], flat_s[send]

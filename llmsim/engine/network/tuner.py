@@ -219,6 +219,7 @@ def tune(op: str, S: np.ndarray, st: Stack, algorithm: str | None = None) -> tup
 
 
 REMEMBERED_PAIRS = 200_000  # (path, size) answers kept across calls: a sweep's chunks ask for the same ones
+REMEMBERED_PER_CALL = 4096  # a call with more pairs than this is tuned without the memo (and adds nothing)
 _remembered: dict[tuple[str, Path], dict[float, tuple[float, int]]] = {}
 _count = [0]
 
@@ -234,21 +235,25 @@ def tune_pairs(op: str, sizes: np.ndarray, path_of_pair: np.ndarray, paths: list
     ``paths[path_of_pair]``), a shape of paths at a time; answers are remembered per (path, size), so the
     chunks of a sweep that meet a path again at a size tune only what is new."""
     cands = (*candidates(None), NO_CANDIDATE)
-    if _count[0] > REMEMBERED_PAIRS:
-        forget()
-    memos = [_remembered.setdefault((op, path), {}) for path in paths]
     t = np.empty(len(sizes))
     choice = np.empty(len(sizes), dtype=np.int64)
-    todo = []
-    for i, (p, size) in enumerate(zip(path_of_pair.tolist(), sizes.tolist(), strict=True)):
-        known = memos[p].get(size)
-        if known is None:
-            todo.append(i)
-        else:
-            t[i], choice[i] = known
-    if not todo:
-        return t, choice, cands
-    todo = np.array(todo, dtype=np.int64)
+    remember = len(sizes) <= REMEMBERED_PER_CALL
+    if remember:
+        if _count[0] > REMEMBERED_PAIRS:
+            forget()
+        memos = [_remembered.setdefault((op, path), {}) for path in paths]
+        todo = []
+        for i, (p, size) in enumerate(zip(path_of_pair.tolist(), sizes.tolist(), strict=True)):
+            known = memos[p].get(size)
+            if known is None:
+                todo.append(i)
+            else:
+                t[i], choice[i] = known
+        if not todo:
+            return t, choice, cands
+        todo = np.array(todo, dtype=np.int64)
+    else:
+        todo = np.arange(len(sizes))
     shapes: dict[tuple, list[int]] = {}
     for p in np.unique(path_of_pair[todo]).tolist():
         shapes.setdefault(shape_of(paths[p]), []).append(p)
@@ -258,8 +263,9 @@ def tune_pairs(op: str, sizes: np.ndarray, path_of_pair: np.ndarray, paths: list
         rows = todo[local[path_of_pair[todo]] >= 0]
         st = stack([paths[p] for p in members]).take(local[path_of_pair[rows]])
         t[rows], choice[rows], _ = tune(op, sizes[rows], st)
-    for p, size, ti, ci in zip(path_of_pair[todo].tolist(), sizes[todo].tolist(), t[todo].tolist(),
-                               choice[todo].tolist(), strict=True):
-        memos[p][size] = (ti, ci)
-    _count[0] += len(todo)
+    if remember:
+        for p, size, ti, ci in zip(path_of_pair[todo].tolist(), sizes[todo].tolist(), t[todo].tolist(),
+                                   choice[todo].tolist(), strict=True):
+            memos[p][size] = (ti, ci)
+        _count[0] += len(todo)
     return t, choice, cands

@@ -71,12 +71,17 @@ HBM_EFFICIENCY = 0.85
 # NVLink 370/450 = 0.82 (nccl-tests #212), InfiniBand NDR 46.5/50 = 0.93 (nccl-tests #290).
 SCALEUP_LINK_EFFICIENCY = 0.82
 SCALEOUT_LINK_EFFICIENCY = 0.93
-# All-to-all exchanges with every peer at once and reaches less of the line rate than a ring: nccl-tests
-# alltoall busbw on one node, 320 of 450 GB/s on 8x H100 (0.71) and 210 of 300 on 8x A100 (0.70); across
-# 4 nodes 48 GB/s on 8x NDR 400G and 24 on 8x HDR 200G, i.e. per NIC 48 / (32/24 x 31/32) = 37.2 of 50
-# (0.74) and 18.6 of 25 (0.74) (NVIDIA GTC25 talk S72583, slide 13; docs/network-validation.md). Applied
-# to the line rate of every level an all-to-all crosses, in place of the ring efficiencies above.
-ALL_TO_ALL_LINK_EFFICIENCY = 0.72
+# All-to-all exchanges with every peer at once and reaches less of the line rate than a ring, in place of
+# the ring efficiencies above. Inside a node (NVLink): nccl-tests alltoall busbw 320 of 450 GB/s on 8x H100
+# (0.71) and 210 of 300 on 8x A100 (0.70) (NVIDIA GTC25 talk S72583, slide 13), 334.9 of 450 on 4x H100
+# (0.74, NVIDIA/nccl#2169), and Megatron Core's EP8 dispatch of 7/8 x 470 MB in 1,265 us (0.72, arXiv
+# 2603.07685 Table 7).
+ALL_TO_ALL_SCALEUP_EFFICIENCY = 0.72
+# Across nodes, each rank's NIC (the (n - k)/n of its buffer for other nodes): 0.74 in GTC25 S72583 (4 DGX,
+# H100 and A100), 0.85 in nccl-tests#355 (2 DGX H100, 4 GiB), 0.81-0.94 (median 0.89) in Megatron Core's
+# H100 dispatch and combine at EP16-64 (arXiv 2603.07685 Table 7): the median over the three sources,
+# derived by `python benchmarks/all_to_all_efficiency.py` (docs/network-validation.md).
+ALL_TO_ALL_SCALEOUT_EFFICIENCY = 0.85
 
 # FlashAttention-2 backward does 5 matmuls against the forward's 2 (it recomputes the attention matrix):
 # Dao 2023, arXiv 2307.08691, sec. 3.1.2.

@@ -131,10 +131,11 @@ def _flat(name: str, op: str, S, st: Stack, lat_x: float, bw_x: float):
 
 
 def _all_to_all_share_of(level_shape: tuple) -> float:
-    """An all-to-all's achievable rate on a level over the ring's (``calibration.ALL_TO_ALL_LINK_EFFICIENCY``
-    in place of the level's link efficiency)."""
-    ring = cal.SCALEUP_LINK_EFFICIENCY if level_shape[1] else cal.SCALEOUT_LINK_EFFICIENCY
-    return cal.ALL_TO_ALL_LINK_EFFICIENCY / ring
+    """An all-to-all's achievable rate on a level over the ring's (``calibration.ALL_TO_ALL_SCALEUP_EFFICIENCY``
+    or ``ALL_TO_ALL_SCALEOUT_EFFICIENCY`` in place of the level's link efficiency)."""
+    if level_shape[1]:
+        return cal.ALL_TO_ALL_SCALEUP_EFFICIENCY / cal.SCALEUP_LINK_EFFICIENCY
+    return cal.ALL_TO_ALL_SCALEOUT_EFFICIENCY / cal.SCALEOUT_LINK_EFFICIENCY
 
 
 def _all_to_all_bandwidth_time(S, st: Stack, bw_x: float):

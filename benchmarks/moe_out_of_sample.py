@@ -1,5 +1,5 @@
-"""MoE training runs outside the calibration set: NVIDIA's Megatron-Bridge performance tables against
-`llmsim estimate`, with each run's own settings from the performance scripts of its release.
+"""MoE training runs outside the calibration set: NVIDIA's Megatron-Bridge performance tables and the
+Megatron Core MoE report's Table 11 against `llmsim estimate`, each run with its own settings.
 
     python benchmarks/moe_out_of_sample.py
 
@@ -36,14 +36,14 @@ RUNS = [
     ("DeepSeek-V3, 1,024 H100, FP8 (table: no precision column)", "25.09", 1297,
      ["model=deepseek-v3", "system.accelerator=h100-sxm", "system.network=dgx-h100", "system.num_devices=1024",
       "workload.precision=fp8", "workload.global_batch_size=8192", "parallel.tp=2", "parallel.pp=8",
-      "parallel.virtual_stages=4", "parallel.ep=64", "parallel.recompute=selective",
+      "parallel.virtual_stages=4", "parallel.ep=64", "parallel.recompute=selective:mla_up_proj+mlp",
       "parallel.optimizer_states=bf16"],
-     "batch", "recompute mla_up_proj, mlp (llmsim: selective); DeepEP; a2a overlap; bf16 moments"),
+     "batch", "recompute mla_up_proj, mlp; DeepEP; a2a overlap; bf16 moments"),
     ("GPT-OSS 120B, 64 H100, BF16", "26.02", 5993,
      ["model=gpt-oss-120b", "system.accelerator=h100-sxm", "system.network=dgx-h100", "system.num_devices=64",
       "workload.precision=bf16", "workload.global_batch_size=1280", "parallel.tp=1", "parallel.pp=4",
-      "parallel.ep=8", "parallel.recompute=selective", "parallel.sequence_parallel=false"],
-     "none", "recompute layernorm, moe_act (llmsim: selective); alltoall dispatcher, no overlap"),
+      "parallel.ep=8", "parallel.recompute=selective:layernorm+moe_act", "parallel.sequence_parallel=false"],
+     "none", "recompute layernorm, moe_act; alltoall dispatcher, no overlap"),
     ("Qwen3-235B-A22B, 256 B200, MXFP8", "26.02", 3805,
      ["model=qwen3-235b-a22b", "system.accelerator=b200", "system.network=dgx-b200", "system.num_devices=256",
       "workload.precision=fp8", "workload.global_batch_size=8192", "parallel.tp=1", "parallel.pp=8",
@@ -53,9 +53,54 @@ RUNS = [
     ("DeepSeek-V3, 256 B200, MXFP8", "26.02", 2689,
      ["model=deepseek-v3", "system.accelerator=b200", "system.network=dgx-b200", "system.num_devices=256",
       "workload.precision=fp8", "workload.global_batch_size=4096", "parallel.tp=1", "parallel.pp=16",
-      "parallel.ep=8", "parallel.recompute=selective", "parallel.optimizer_states=bf16"],
-     "none", "recompute mla_up_proj (llmsim: selective); HybridEP, no overlap; bf16 moments"),
+      "parallel.ep=8", "parallel.recompute=selective:mla_up_proj", "parallel.optimizer_states=bf16"],
+     "none", "recompute mla_up_proj; HybridEP, no overlap; bf16 moments"),
 ]
+
+
+def _row(model, acc, net, n, prec, tp, pp, ep, vp, mbs, gbs, recompute, extra=()):
+    return [f"model={model}", f"system.accelerator={acc}", f"system.network={net}", f"system.num_devices={n}",
+            f"workload.precision={prec}", f"workload.global_batch_size={gbs}", f"parallel.tp={tp}",
+            f"parallel.pp={pp}", f"parallel.ep={ep}", f"parallel.virtual_stages={vp}",
+            f"parallel.microbatch_size={mbs}", f"parallel.recompute={recompute}", *extra]
+
+
+# NVIDIA's Megatron Core MoE report (arXiv 2603.07685, Table 11 with the options of Appendix B, Megatron
+# Core v0.16, force-balanced, sequence 4,096): HybridEP on GB200/GB300, DeepEP on H100, CUDA graphs over
+# attention and the router on Blackwell, MXFP8 on Blackwell and blockwise FP8 on H100. DeepSeek-V3 uses
+# bf16 optimizer moments (precision-aware optimizer, sec. 4.1). The H100 DeepSeek-V3 row follows Table 17
+# (TP2 PP8 and its four recompute modules; Table 20 gives PP4).
+DSV3, QWEN3, BF16M = "deepseek-v3", "qwen3-235b-a22b", ["parallel.optimizer_states=bf16"]
+REPORT = [
+    ("DeepSeek-V3, 256 GB300, MXFP8", 4730, _row(DSV3, "gb300", "gb300-nvl72", 256, "fp8", 1, 4, 64, 4, 1, 8192,
+                                                  "none", BF16M), "batch"),
+    ("DeepSeek-V3, 256 GB200, MXFP8", 4020, _row(DSV3, "gb200", "gb200-nvl72", 256, "fp8", 1, 4, 64, 4, 1, 8192,
+                                                  "selective:mlp", BF16M), "none"),
+    ("DeepSeek-V3, 256 GB200, BF16", 3298, _row(DSV3, "gb200", "gb200-nvl72", 256, "bf16", 1, 8, 32, 4, 1, 4096,
+                                                 "selective:mlp", BF16M), "none"),
+    ("DeepSeek-V3, 1,024 H100, FP8 blockwise", 1412,
+     _row(DSV3, "h100-sxm", "dgx-h100", 1024, "fp8", 2, 8, 64, 4, 1, 8192,
+          "selective:layernorm+mla_up_proj+moe_act+mlp", BF16M), "batch"),
+    ("Qwen3-235B-A22B, 256 GB300, MXFP8", 6583, _row(QWEN3, "gb300", "gb300-nvl72", 256, "fp8", 1, 4, 64, 6, 2, 3072,
+                                                      "none"), "none"),
+    ("Qwen3-235B-A22B, 256 GB200, MXFP8", 6212, _row(QWEN3, "gb200", "gb200-nvl72", 256, "fp8", 1, 4, 64, 6, 3, 3072,
+                                                      "selective:layernorm+moe_act"), "batch"),
+    ("Qwen3-235B-A22B, 256 GB200, BF16", 5100, _row(QWEN3, "gb200", "gb200-nvl72", 256, "bf16", 1, 4, 32, 12, 1, 8192,
+                                                     "selective:layernorm+moe_act"), "batch"),
+    ("Qwen3-235B-A22B, 256 H100, BF16", 2132, _row(QWEN3, "h100-sxm", "dgx-h100", 256, "bf16", 2, 8, 32, 4, 1, 2048,
+                                                    "selective:layernorm+moe_act"), "batch"),
+]
+
+
+def report_table(registry) -> None:
+    print("\n| run (Megatron Core report, Table 11) | measured tokens/s/GPU | llmsim | fits |")
+    print("| --- | --- | --- | --- |")
+    for label, measured, sets, overlap in REPORT:
+        sc = est.load(None, registry, sets + ["workload.seq_len=4096", f"parallel.moe_comm_overlap={overlap}"])
+        out = estimate_training(sc)
+        got = out["tokens_per_s_per_device"]
+        print(f"| {label} | {measured:,} | {got:,.0f} ({100 * (got / measured - 1):+.0f}%) "
+              f"| {'yes' if out['fits_in_memory'] else 'no'} ({out['memory_per_device_gb']:.0f} GB) |")
 
 
 def main() -> None:
@@ -73,6 +118,7 @@ def main() -> None:
                 fits = out["fits_in_memory"]
         exposed = cells[1] if overlap != "none" else "(same)"
         print(f"| {label} | {table} | {measured:,} | {cells[0]} | {exposed} | {'yes' if fits else 'no'} | {said} |")
+    report_table(registry)
 
 
 if __name__ == "__main__":

@@ -28,11 +28,11 @@ def main() -> None:
         b = op_time(op, acc, "bf16", backward=True) * op.bwd_ratio
         eta = f"  eta {op.flops / f / acc.peak('bf16'):.3f}" if op.kind == "gemm" else ""
         print(f"  {op.name:14s} fwd {f * 1e3:.3f} ms  bwd {b * 1e3:.3f} ms{eta}")
-    fwd, bwd, attn = _pass_time(dense, sc)
+    fwd, bwd, attn, _ = _pass_time(dense, sc)
     print(f"t_f {fwd * 1e3:.3f} ms  t_b {bwd * 1e3:.3f} ms  t_attn {attn * 1e3:.3f} ms  per layer "
           f"{(fwd + bwd + attn) * 1e3:.3f} ms")
     head = head_ops(sc.model, 1, 8192, 8, 1, "bf16")
-    hf, hb, _ = _pass_time(head, sc)
+    hf, hb, _, _ = _pass_time(head, sc)
     logits = next(o for o in head if o.name == "logits")
     print(f"logits {op_time(logits, acc, 'bf16') * 1e3:.3f} ms  head fwd {hf * 1e3:.3f} ms  bwd {hb * 1e3:.3f} ms")
     compute_mb = 40 * (fwd + bwd + attn) + hf + hb

@@ -86,6 +86,8 @@ def test_wrong_literal_lists_allowed_values(tmp_path, registry):
     err = _error(tmp_path, registry, BASE + "parallel:\n  recompute: some\n")
     assert err.path == "parallel.recompute"
     assert "'none', 'selective' or 'full'" in err.message and "'some'" in err.message
+    err = _error(tmp_path, registry, BASE + "parallel:\n  recompute: selective:moe_act+attn\n")
+    assert err.path == "parallel.recompute" and "mla_up_proj" in err.message and "'selective:moe_act+attn'" in err.message
 
 
 def test_grad_reduce_dtype_and_optimizer_states_list_allowed_values(tmp_path, registry):

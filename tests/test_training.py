@@ -2,13 +2,16 @@
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.errors import DesignError
 from llmsim.engine.memory import activation_bytes_per_layer, inflight_microbatches, state_bytes
+from llmsim.engine.split import resolve_split
 from llmsim.engine.training import estimate_training, model_flops_per_token
 from llmsim.engine.types import Model
+from llmsim.spec.convert import model_values
 from llmsim.study.records import load
 
 
@@ -240,3 +243,81 @@ def test_capacity_factor_pads_expert_gemms_and_all_to_all(registry):
     base = estimate_training(load(None, registry, args))
     padded = estimate_training(load(None, registry, args + ["model.moe.capacity_factor=1.25"]))
     assert padded["ep_comm_time_s"] / base["ep_comm_time_s"] == pytest.approx(1.25, rel=0.01)
+
+
+def _moe_model():
+    from llmsim.engine.types import MoE
+    moe = MoE(experts=8, top_k=2, shared_experts=0, expert_ffn_hidden=2048, first_dense_layers=0,
+              capacity_factor=1.0)
+    return Model("moe", 2, 1024, 4096, 8, 8, 128, 32000, "swiglu", False, False, moe=moe)
+
+
+def test_fp8_training_keeps_gemm_only_inputs_in_one_byte():
+    # MoE layer, h = 1024, s*b = 1024 tokens (sbh = 1,048,576), top-2 at capacity factor 1: rows = 2048,
+    # expert f = 2048, tp = 1, flash. The tensors kept only for a GEMM halve in FP8 (arXiv 2603.07685
+    # sec. 4.1.3): QKV input (2 sbh), first-linear (router) input (2 sbh), dispatched tokens (2*rows*h =
+    # 4,194,304) and the experts' second-linear input (2*rows*f = 8,388,608): 16,777,216 B of 16-bit, so
+    # FP8 keeps 8,388,608 B less; FP4 (0.5625 B) keeps 0.5625/2 of them.
+    args = dict(m=_moe_model(), b=1, s=1024, tp=1, cp=1, sp=False, recompute="selective", moe_layer=True)
+    bf16 = activation_bytes_per_layer(**args)
+    assert bf16 - activation_bytes_per_layer(precision="fp8", **args) == pytest.approx(8_388_608)
+    assert bf16 - activation_bytes_per_layer(precision="fp4", **args) == pytest.approx(16_777_216 * (1 - 0.5625 / 2))
+
+
+def test_recompute_modules_drop_what_they_recompute():
+    # Same MoE layer in bf16: layernorm drops the two norm outputs (2 sbh each = 4,194,304 B), moe_act the
+    # experts' second-linear input (2*rows*f = 8,388,608 B); together 12,582,912 B.
+    args = dict(m=_moe_model(), b=1, s=1024, tp=1, cp=1, sp=False, moe_layer=True)
+    sel = activation_bytes_per_layer(recompute="selective", **args)
+    assert sel - activation_bytes_per_layer(recompute="selective:layernorm", **args) == pytest.approx(4_194_304)
+    assert sel - activation_bytes_per_layer(recompute="selective:moe_act", **args) == pytest.approx(8_388_608)
+    both = activation_bytes_per_layer(recompute="selective:layernorm+moe_act", **args)
+    assert sel - both == pytest.approx(12_582_912)
+    # a dense layer's mlp module keeps the MLP input alone: drops the activation input (2*tok*f*2 with
+    # f = 4096: 16,777,216 B) and the second-linear input (2*tok*f = 8,388,608 B)
+    dense = dict(args, moe_layer=False)
+    assert (activation_bytes_per_layer(recompute="selective", **dense)
+            - activation_bytes_per_layer(recompute="selective:mlp", **dense)) == pytest.approx(25_165_824)
+
+
+def test_mla_up_proj_recompute_keeps_the_latents(registry):
+    # DeepSeek-V3 (128 heads, qk 128 + 64 rope, v 128; q_lora 1536, kv_lora 512), s*b = 4096 tokens, tp = 1:
+    # Q, K, V kept for attention are 2*4096*128*(192 + 192 + 128) = 536,870,912 B; recomputing the
+    # up-projections keeps their inputs instead, 2*4096*(1536 + 512 + 64) = 17,301,504 B.
+    m = model_values(registry.get("models", "deepseek-v3"))
+    args = dict(m=m, b=1, s=4096, tp=1, cp=1, sp=False, moe_layer=True)
+    diff = (activation_bytes_per_layer(recompute="selective", **args)
+            - activation_bytes_per_layer(recompute="selective:mla_up_proj", **args))
+    assert diff == pytest.approx(536_870_912 - 17_301_504)
+
+
+def test_recompute_modules_cost_their_forward_again(registry):
+    # the step's compute grows by exactly the forward time of the recomputed ops on the stage
+    base = ["model=deepseek-v3", "system.num_devices=256", "system.accelerator=h100-sxm", "system.network=dgx-h100",
+            "parallel.tp=1", "parallel.pp=8", "parallel.ep=32", "workload.global_batch_size=256",
+            "workload.seq_len=4096", "parallel.moe_comm_overlap=none"]
+    none = estimate_training(load(None, registry, base + ["parallel.recompute=none"]))
+    mods = estimate_training(load(None, registry, base + ["parallel.recompute=selective:mla_up_proj+moe_act"]))
+    assert mods["compute_time_s"] > none["compute_time_s"]
+    assert mods["activations_gb"] < none["activations_gb"]
+    sc = load(None, registry, base + ["parallel.recompute=selective:mla_up_proj+moe_act"])
+    from llmsim.engine.compute import kernel_time
+    from llmsim.engine.training import layer_operators
+    sp = resolve_split(sc)
+    dense, moe = layer_operators(sc, 1, 1, 1, 32, sp.expert_tp)
+    k = lambda ops, names: sum(kernel_time(o, sc.accelerator, "bf16", "auto") * o.count for o in ops if o.name in names)
+    per_layer = (3 / 61) * k(dense, ("q_up", "kv_up")) + (58 / 61) * k(moe, ("q_up", "kv_up", "experts_act"))
+    extra = mods["compute_time_s"] - none["compute_time_s"]
+    layers = sp.layers_per_stage
+    assert extra == pytest.approx(float(np.asarray(layers).ravel()[0]) * per_layer * none["microbatches"], rel=1e-6)
+
+
+def test_context_parallel_ring_hides_under_attention_whatever_is_recomputed(registry):
+    # the CP ring's window is core attention's forward and backward (methodology 5.3), not what the
+    # recompute setting runs again: none, selective and fine-grained modules expose the same CP time
+    base = ["model=llama3-8b", "system.num_devices=8", "parallel.tp=1", "parallel.pp=1", "parallel.cp=2",
+            "workload.seq_len=8192", "workload.global_batch_size=128"]
+    cp = {r: estimate_training(load(None, registry, base + [f"parallel.recompute={r}"]))["cp_comm_time_s"]
+          for r in ("none", "selective", "selective:layernorm")}
+    assert cp["none"] == pytest.approx(cp["selective"], rel=1e-12)
+    assert cp["none"] == pytest.approx(cp["selective:layernorm"], rel=1e-12)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.types import Model
+from llmsim.engine.types import PRECISION_BYTES, Model
 
 WEIGHT_BYTES = 2.0
 # Megatron-LM with --bf16 forces --accumulate-allreduce-grads-in-fp32 (megatron/training/arguments.py:
@@ -106,30 +106,62 @@ def moe_dispatch_factor(m: Model):
     return 1.0 if cf is None else cf
 
 
+def linear_input_bytes(precision: str) -> float:
+    """Bytes per element of a saved GEMM input: 16-bit, or in FP8/FP4 training the quantised copy the GEMM
+    read, which Transformer Engine's linear layers keep for the weight gradient instead of the 16-bit one
+    (Megatron Core MoE report, arXiv 2603.07685 sec. 4.1.3: FP8 halves each linear-layer input kept, FP4
+    quarters it)."""
+    return PRECISION_BYTES[precision] if precision in ("fp8", "fp4") else 2.0
+
+
+def recompute_modules(recompute: str) -> frozenset[str]:
+    """The Megatron-Core modules (``--recompute-modules``) a ``recompute`` setting recomputes: ``selective``
+    is core attention alone (Korthikanti et al. 2022 sec. 5, Megatron-Core's default module); ``none`` and
+    ``full`` (every layer from its input) name none."""
+    if recompute == "selective":
+        return frozenset({"core_attn"})
+    head, _, tail = recompute.partition(":")
+    return frozenset(tail.split("+")) if head == "selective" and tail else frozenset()
+
+
 def activation_bytes_per_layer(m: Model, b, s, tp, cp, sp: bool, recompute: str, flash: bool = True,
-                               dropout: bool = False, moe_layer: bool = False, ep=1):
+                               dropout: bool = False, moe_layer: bool = False, ep=1, precision: str = "bf16"):
     """Bytes one layer keeps for backward, per microbatch, per device (Korthikanti eq. 1-2 generalised).
 
     With MHA, a 4h GeLU MLP, dropout, no flash attention and tp = cp = 1 this is
     ``s*b*h*(34 + 5*a*s/h)``; selective recompute drops the ``5*a*s/h`` term; full keeps ``2*s*b*h``.
+    Megatron-Core's fine-grained modules (``recompute_modules``) drop what they recompute: ``layernorm``
+    the norms' outputs (the QKV and first-linear inputs), ``mla_up_proj`` MLA's Q, K and V (the up-projections'
+    inputs, the latents, are kept instead), ``moe_act`` the experts' second-linear input, ``mlp`` a dense
+    layer's MLP but its input (Megatron Core MoE report, arXiv 2603.07685 sec. 4.1.4, Table 4).
+    In FP8/FP4 training the inputs kept only for a GEMM (QKV and first-linear inputs, the tokens dispatched
+    to the experts, the second linear's input) are the quantised copies (``linear_input_bytes``); the
+    out-projection's input stays 16-bit (attention keeps its output for its own backward).
     """
     h, a, d = m.hidden, m.heads, m.head_dim
+    q = linear_input_bytes(precision) / 2  # a GEMM-only input's bytes over 16-bit
     sbh = s * b * h / cp
     rep = tp if sp else 1  # tensors of width h are split by tp only with sequence parallelism
     if recompute == "full":
         return 2.0 * sbh / rep  # only the layer input is kept
+    mods = recompute_modules(recompute)
+    norm_out = 0.0 if "layernorm" in mods else 1.0  # a recomputed norm's output is not kept
     kv = np.maximum(m.kv_heads / tp, 1) * tp
     q_width = a * (d + (m.mla.qk_rope_head_dim if m.mla else 0))
     v_width = a * (m.mla.v_head_dim if m.mla else d)
     k_width = q_width if m.mla else kv * d
     v_store = v_width if m.mla else kv * d
     tok = s * b / cp
+    if m.mla is not None and "mla_up_proj" in mods:  # the latents the up-projections read, on every tp rank
+        qkv = 2 * q * tok * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
+    else:
+        qkv = 2 * tok * (q_width + k_width + v_store) / tp
     attn = (2 * sbh / rep  # layer norm input
-            + 2 * sbh / rep  # QKV projection input
-            + 2 * tok * (q_width + k_width + v_store) / tp  # Q, K, V for attention
+            + 2 * q * sbh / rep * norm_out  # QKV projection input
+            + qkv  # Q, K, V for attention
             + 2 * tok * v_width / tp  # attention output = out-projection input
             + (sbh / rep if dropout else 0.0))  # attention-output dropout mask
-    if not flash and recompute == "none":  # the s x s attention matrix (Korthikanti's 5as^2b)
+    if not flash and "core_attn" not in mods:  # the s x s attention matrix (Korthikanti's 5as^2b)
         probs = a * s * s * b / cp / tp
         attn = attn + 2 * probs + ((probs + 2 * probs) if dropout else 0.0)
     if moe_layer and m.moe is not None:
@@ -138,11 +170,14 @@ def activation_bytes_per_layer(m: Model, b, s, tp, cp, sp: bool, recompute: str,
     else:
         f, rows, fs = m.ffn_hidden, tok, 0
     up = 2 if m.gated else 1
+    moe = moe_layer and m.moe is not None
+    inner = 0.0 if not moe and "mlp" in mods else 1.0  # a recomputed dense MLP keeps its input alone
+    routed_out = 0.0 if moe and "moe_act" in mods else 1.0  # the experts' activation output is recomputed
     mlp = (2 * sbh / rep  # layer norm input
-           + 2 * sbh / rep  # first linear input
-           + (2 * rows * h if moe_layer and m.moe is not None else 0.0)  # tokens dispatched to experts
-           + 2 * (rows * f + tok * fs) * up / tp  # activation-function input
-           + 2 * (rows * f + tok * fs) / tp  # second linear input
+           + 2 * q * sbh / rep * (norm_out if inner else 1.0)  # first linear input
+           + (2 * q * rows * h if moe else 0.0)  # tokens dispatched to experts
+           + inner * 2 * (rows * f + tok * fs) * up / tp  # activation-function input
+           + inner * 2 * q * (rows * f * routed_out + tok * fs) / tp  # second linear input
            + (sbh / rep if dropout else 0.0))
     return attn + mlp
 

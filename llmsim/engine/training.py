@@ -28,6 +28,7 @@ from llmsim.engine.memory import (
     head_activation_bytes,
     inflight_microbatches,
     moe_dispatch_factor,
+    recompute_modules,
     state_bytes,
     with_runtime_reserve,
 )
@@ -73,12 +74,26 @@ def model_flops_per_token(sc: Scenario) -> float:
     return 6.0 * n + 6.0 * m.layers * sc.workload.seq_len * m.heads * (qk + v)
 
 
+# the operators each Megatron-Core recompute module runs again in the backward (memory.recompute_modules);
+# core_attn is every op that op.core_attention marks
+RECOMPUTED_OPS = {"layernorm": ("attn_norm", "mlp_norm"), "mla_up_proj": ("q_up", "kv_up", "q_up_cast", "kv_up_cast"),
+                  "moe_act": ("experts_act",), "mlp": ("mlp_up", "mlp_act", "mlp_down", "mlp_up_cast", "mlp_down_cast")}
+
+
+def _recomputed(op: Op, modules: frozenset[str]) -> bool:
+    return (op.core_attention and "core_attn" in modules) or any(
+        op.name in RECOMPUTED_OPS[x] for x in modules if x != "core_attn")
+
+
 def _pass_time(ops: list[Op], sc: Scenario):
+    """(forward, backward, core attention's forward, forward of what the recompute setting runs again)."""
     acc, prec, kern = sc.accelerator, sc.workload.precision, sc.parallel.attention_kernel
     fwd = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops)
     bwd = sum(kernel_time(op, acc, prec, kern, backward=True) * op.count for op in ops)
     attn_fwd = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops if op.core_attention)
-    return fwd, bwd, attn_fwd
+    modules = recompute_modules(sc.parallel.recompute)
+    again = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops if _recomputed(op, modules))
+    return fwd, bwd, attn_fwd, again
 
 
 def layer_operators(sc: Scenario, b, tp, cp, ep, etp=None) -> tuple[list[Op], list[Op]]:
@@ -99,13 +114,13 @@ def _compute(sc: Scenario, b, tp, cp, ep, etp) -> dict:
     s = w.seq_len
     dense_frac = 1 - (m.moe_layers / m.layers if m.moe else 0.0)
     dense, moe = layer_operators(sc, b, tp, cp, ep, etp)
-    (f_d, b_d, a_d), (f_m, b_m, a_m) = _pass_time(dense, sc), _pass_time(moe, sc)
-    head_f, head_b, _ = _pass_time(head_ops(m, b, s, tp, cp, w.precision), sc)
-    emb_f, emb_b, _ = _pass_time(embedding_ops(m, b, s, tp, cp), sc)
+    (f_d, b_d, a_d, r_d), (f_m, b_m, a_m, r_m) = _pass_time(dense, sc), _pass_time(moe, sc)
+    head_f, head_b, _, _ = _pass_time(head_ops(m, b, s, tp, cp, w.precision), sc)
+    emb_f, emb_b, _, _ = _pass_time(embedding_ops(m, b, s, tp, cp), sc)
     mix = lambda d, x: dense_frac * d + (1 - dense_frac) * x
     wd, wm = overlap_windows(dense, sc.accelerator, w.precision), overlap_windows(moe, sc.accelerator, w.precision)
-    shared_f, shared_b, _ = _pass_time([op for op in moe if op.name.startswith("shared_")], sc)
-    return {"lay_f": mix(f_d, f_m), "lay_b": mix(b_d, b_m), "lay_attn": mix(a_d, a_m), "head_f": head_f,
+    shared_f, shared_b, _, _ = _pass_time([op for op in moe if op.name.startswith("shared_")], sc)
+    return {"lay_f": mix(f_d, f_m), "lay_b": mix(b_d, b_m), "lay_attn": mix(a_d, a_m), "lay_rec": mix(r_d, r_m), "head_f": head_f,
             "moe_f": f_m, "moe_b": b_m, "shared_f": shared_f, "shared_b": shared_b,
             "head_b": head_b, "emb_f": emb_f, "emb_b": emb_b, "dense_frac": dense_frac,
             **{f"wd{i}": x for i, x in enumerate(wd)}, **{f"wm{i}": x for i, x in enumerate(wm)}}
@@ -168,7 +183,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     last_extra = head_f + head_b - (stage_layers - n_last) * (lay_f + lay_b)
     extra_f = np.where(pp == 1, head_f + c["emb_f"], np.where(last_extra > 0, head_f, 0.0))
     extra_b = np.where(pp == 1, head_b + c["emb_b"], np.where(last_extra > 0, head_b, 0.0))
-    recompute_per_layer = {"none": 0.0 * lay_f, "selective": lay_attn, "full": lay_f}[p.recompute]
+    recompute_per_layer = {"none": 0.0 * lay_f, "full": lay_f}.get(p.recompute, c["lay_rec"])  # selective: modules
 
     # --- communication per microbatch on the stage ----------------------------------------------
     deg = sp.degrees
@@ -276,7 +291,7 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     # or the last (output projection, fp32 logits, maybe fewer layers); one device when pp = 1 -----------
     drop = m.dropout > 0
     act = [activation_bytes_per_layer(m, b, s, tp, cp, seqpar, p.recompute, p.flash_attention, drop,
-                                      moe_layer=x, ep=ep) for x in (False, True)]
+                                      moe_layer=x, ep=ep, precision=prec) for x in (False, True)]
     act_layer = dense_frac * act[0] + (1 - dense_frac) * act[1]
     head = head_activation_bytes(m, b, s, tp, cp)
     stages = []

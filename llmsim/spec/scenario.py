@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from llmsim.spec.base import MAX_DEVICES, PosFloat, PosInt, Strict
 from llmsim.spec.hardware import AcceleratorSpec, NetworkSpec
@@ -51,7 +51,9 @@ class ParallelSpec(Strict):
     # --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split)
     pipeline_embedding_stage: bool = False
     pipeline_loss_stage: bool = False
-    recompute: Literal["none", "selective", "full"] = "selective"
+    # none, selective (core attention, Korthikanti et al. 2022), full, or Megatron-Core's fine-grained
+    # modules (--recompute-modules) as selective:<module>+<module>..., e.g. selective:moe_act+layernorm
+    recompute: str = "selective"
     zero_stage: int = Field(default=1, ge=0, le=3)
     # dtype gradients are accumulated and data-parallel-reduced in (NeMo optim.grad_sync_dtype); auto:
     # fp32 with bf16/fp8/fp4 parameters (Megatron-LM), fp16 with fp16, 16-bit reduction under ZeRO-3 (FSDP)
@@ -66,6 +68,27 @@ class ParallelSpec(Strict):
         if sorted(self.order) != sorted(DEFAULT_ORDER):
             raise ValueError(f"order must list each of {', '.join(DEFAULT_ORDER)} exactly once")
         return self
+
+    @field_validator("recompute")
+    @classmethod
+    def _recompute(cls, v: str) -> str:
+        return canonical_recompute(v)
+
+
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp")
+
+
+def canonical_recompute(text: str) -> str:
+    """``recompute`` checked and written one way (modules in ``RECOMPUTE_MODULES`` order, no repeats)."""
+    if text in ("none", "selective", "full"):
+        return text
+    head, _, tail = str(text).partition(":")
+    names = tail.split("+") if tail else []
+    unknown = [x for x in names if x not in RECOMPUTE_MODULES]
+    if head != "selective" or not names or unknown:
+        raise ValueError(f"{text!r}: expected 'none', 'selective' or 'full', or 'selective:' and modules "
+                         f"joined by '+' from {', '.join(RECOMPUTE_MODULES)} (e.g. selective:moe_act+layernorm)")
+    return "selective:" + "+".join(x for x in RECOMPUTE_MODULES if x in names)
 
 
 class LengthSpread(Strict):

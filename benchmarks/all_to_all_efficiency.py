@@ -7,7 +7,7 @@ Across nodes each rank sends the (n - k)/n of its buffer meant for other nodes t
 (k ranks per node), so a measured time t of an all-to-all of S bytes per rank gives the share of the NIC's
 line rate the collective reached: S (n - k)/n / t / line. nccl-tests reports busbw = algbw (n - 1)/n with
 algbw = S / t. The constant is the median over sources of each source's median (one vote per source),
-rounded to two digits; the intra-node rows give the scale-up constant the same way.
+rounded to two digits. Each source left out in turn is predicted with the constant the other two give.
 """
 
 from __future__ import annotations

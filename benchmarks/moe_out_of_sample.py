@@ -11,10 +11,9 @@ container (25.09: v0.1.0rc3 = bf71eba0, `configs/deepseek/deepseek_v3_llm_pretra
 `configs/{gpt_oss,qwen,deepseek}/*workload_base_configs.py`): recomputation, whether the expert
 all-to-all overlaps with the other microbatch's compute (`moe_a2a_overlap` = Megatron-Core's
 `overlap_moe_expert_parallel_comm`, llmsim's `moe_comm_overlap: batch`), the precision-aware optimizer's
-bf16 moments, and the embedding and loss counted in the pipeline split. llmsim's `selective` recomputes
-attention's core (Korthikanti et al.); Megatron-Core's `recompute_modules` (`mla_up_proj`, `mlp`,
-`moe_act`, `layernorm`) recompute other parts, so where a run names modules the nearest knob is used and
-said. The exposed all-to-all is shown beside, for contrast. None of these rows is in the calibration set:
+bf16 moments, the embedding and loss counted in the pipeline split, and Megatron-Core's
+`recompute_modules` as `parallel.recompute: selective:<modules>`. The exposed all-to-all is shown beside,
+for contrast. None of these rows is in the calibration set:
 they are out of sample.
 """
 

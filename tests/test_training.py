@@ -2,13 +2,11 @@
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.errors import DesignError
 from llmsim.engine.memory import activation_bytes_per_layer, inflight_microbatches, state_bytes
-from llmsim.engine.split import resolve_split
 from llmsim.engine.training import estimate_training, model_flops_per_token
 from llmsim.engine.types import Model
 from llmsim.spec.convert import model_values
@@ -254,14 +252,14 @@ def _moe_model():
 
 def test_fp8_training_keeps_gemm_only_inputs_in_one_byte():
     # MoE layer, h = 1024, s*b = 1024 tokens (sbh = 1,048,576), top-2 at capacity factor 1: rows = 2048,
-    # expert f = 2048, tp = 1, flash. The tensors kept only for a GEMM halve in FP8 (arXiv 2603.07685
-    # sec. 4.1.3): QKV input (2 sbh), first-linear (router) input (2 sbh), dispatched tokens (2*rows*h =
-    # 4,194,304) and the experts' second-linear input (2*rows*f = 8,388,608): 16,777,216 B of 16-bit, so
-    # FP8 keeps 8,388,608 B less; FP4 (0.5625 B) keeps 0.5625/2 of them.
+    # expert f = 2048, tp = 1, flash. The tensors kept only for an FP8 GEMM halve in FP8 (arXiv
+    # 2603.07685 sec. 4.1.3): QKV input (2 sbh = 2,097,152), dispatched tokens (2*rows*h = 4,194,304) and
+    # the experts' second-linear input (2*rows*f = 8,388,608): 14,680,064 B of 16-bit, so FP8 keeps
+    # 7,340,032 B less; FP4 (0.5625 B) keeps 0.5625/2 of them. The router's input (a 16-bit GEMM) stays.
     args = dict(m=_moe_model(), b=1, s=1024, tp=1, cp=1, sp=False, recompute="selective", moe_layer=True)
     bf16 = activation_bytes_per_layer(**args)
-    assert bf16 - activation_bytes_per_layer(precision="fp8", **args) == pytest.approx(8_388_608)
-    assert bf16 - activation_bytes_per_layer(precision="fp4", **args) == pytest.approx(16_777_216 * (1 - 0.5625 / 2))
+    assert bf16 - activation_bytes_per_layer(precision="fp8", **args) == pytest.approx(7_340_032)
+    assert bf16 - activation_bytes_per_layer(precision="fp4", **args) == pytest.approx(14_680_064 * (1 - 0.5625 / 2))
 
 
 def test_recompute_modules_drop_what_they_recompute():
@@ -274,42 +272,56 @@ def test_recompute_modules_drop_what_they_recompute():
     both = activation_bytes_per_layer(recompute="selective:layernorm+moe_act", **args)
     assert sel - both == pytest.approx(12_582_912)
     # a dense layer's mlp module keeps the MLP input alone: drops the activation input (2*tok*f*2 with
-    # f = 4096: 16,777,216 B) and the second-linear input (2*tok*f = 8,388,608 B)
+    # f = 4096: 16,777,216 B) and the second-linear input (2*tok*f = 8,388,608 B); with layernorm too,
+    # the two norm outputs go as well (Megatron-Core frees the checkpoint's input): 2 x 2,097,152 B more
     dense = dict(args, moe_layer=False)
-    assert (activation_bytes_per_layer(recompute="selective", **dense)
-            - activation_bytes_per_layer(recompute="selective:mlp", **dense)) == pytest.approx(25_165_824)
+    sel = activation_bytes_per_layer(recompute="selective", **dense)
+    assert sel - activation_bytes_per_layer(recompute="selective:mlp", **dense) == pytest.approx(25_165_824)
+    assert sel - activation_bytes_per_layer(recompute="selective:layernorm+mlp", **dense) == pytest.approx(29_360_128)
+    # in FP8 the recomputed MLP keeps its 16-bit checkpoint input (2 sbh = 2,097,152) instead of the FP8
+    # copy (sbh = 1,048,576) and drops the 16-bit activation input (16,777,216) and the FP8 down input
+    # (tok*f = 4,194,304): 1,048,576 + 16,777,216 + 4,194,304 - 2,097,152 = 19,922,944
+    fp8 = dict(dense, precision="fp8")
+    assert (activation_bytes_per_layer(recompute="selective", **fp8)
+            - activation_bytes_per_layer(recompute="selective:mlp", **fp8)) == pytest.approx(19_922_944)
 
 
 def test_mla_up_proj_recompute_keeps_the_latents(registry):
     # DeepSeek-V3 (128 heads, qk 128 + 64 rope, v 128; q_lora 1536, kv_lora 512), s*b = 4096 tokens, tp = 1:
     # Q, K, V kept for attention are 2*4096*128*(192 + 192 + 128) = 536,870,912 B; recomputing the
-    # up-projections keeps their inputs instead, 2*4096*(1536 + 512 + 64) = 17,301,504 B.
+    # up-projections keeps the checkpoint's 16-bit inputs instead, 2*4096*(1536 + 512 + 64) = 17,301,504 B,
+    # in FP8 training too
     m = model_values(registry.get("models", "deepseek-v3"))
-    args = dict(m=m, b=1, s=4096, tp=1, cp=1, sp=False, moe_layer=True)
-    diff = (activation_bytes_per_layer(recompute="selective", **args)
-            - activation_bytes_per_layer(recompute="selective:mla_up_proj", **args))
-    assert diff == pytest.approx(536_870_912 - 17_301_504)
+    for precision in ("bf16", "fp8"):
+        args = dict(m=m, b=1, s=4096, tp=1, cp=1, sp=False, moe_layer=True, precision=precision)
+        diff = (activation_bytes_per_layer(recompute="selective", **args)
+                - activation_bytes_per_layer(recompute="selective:mla_up_proj", **args))
+        assert diff == pytest.approx(536_870_912 - 17_301_504)
 
 
-def test_recompute_modules_cost_their_forward_again(registry):
-    # the step's compute grows by exactly the forward time of the recomputed ops on the stage
-    base = ["model=deepseek-v3", "system.num_devices=256", "system.accelerator=h100-sxm", "system.network=dgx-h100",
-            "parallel.tp=1", "parallel.pp=8", "parallel.ep=32", "workload.global_batch_size=256",
-            "workload.seq_len=4096", "parallel.moe_comm_overlap=none"]
+def test_layernorm_recompute_costs_two_norms_forward(registry):
+    # Llama 3 8B on one H100, s = 4096, microbatch 1, global batch 8: 8 microbatches x 32 layers run the
+    # two norms' forward again. Each norm reads and writes 4096 x 4096 16-bit values: 67,108,864 B at
+    # 3.35e12 B/s x HBM_EFFICIENCY, plus one kernel's KERNEL_OVERHEAD_S.
+    base = ["model=llama3-8b", "system.num_devices=1", "system.accelerator=h100-sxm", "parallel.tp=1",
+            "parallel.pp=1", "workload.global_batch_size=8", "workload.seq_len=4096", "parallel.zero_stage=0"]
     none = estimate_training(load(None, registry, base + ["parallel.recompute=none"]))
-    mods = estimate_training(load(None, registry, base + ["parallel.recompute=selective:mla_up_proj+moe_act"]))
-    assert mods["compute_time_s"] > none["compute_time_s"]
-    assert mods["activations_gb"] < none["activations_gb"]
-    sc = load(None, registry, base + ["parallel.recompute=selective:mla_up_proj+moe_act"])
-    from llmsim.engine.compute import kernel_time
-    from llmsim.engine.training import layer_operators
-    sp = resolve_split(sc)
-    dense, moe = layer_operators(sc, 1, 1, 1, 32, sp.expert_tp)
-    k = lambda ops, names: sum(kernel_time(o, sc.accelerator, "bf16", "auto") * o.count for o in ops if o.name in names)
-    per_layer = (3 / 61) * k(dense, ("q_up", "kv_up")) + (58 / 61) * k(moe, ("q_up", "kv_up", "experts_act"))
-    extra = mods["compute_time_s"] - none["compute_time_s"]
-    layers = sp.layers_per_stage
-    assert extra == pytest.approx(float(np.asarray(layers).ravel()[0]) * per_layer * none["microbatches"], rel=1e-6)
+    norm = estimate_training(load(None, registry, base + ["parallel.recompute=selective:layernorm"]))
+    t_norm = 67_108_864 / (3.35e12 * cal.HBM_EFFICIENCY) + cal.KERNEL_OVERHEAD_S
+    assert norm["compute_time_s"] - none["compute_time_s"] == pytest.approx(8 * 32 * 2 * t_norm, rel=1e-9)
+    assert norm["activations_gb"] < none["activations_gb"]
+
+
+def test_mlp_recompute_repeats_the_mlp_tp_collectives(registry):
+    # with tp the recomputed dense MLP runs its all-gather and reduce-scatter again: half the forward's
+    # TP time more; full recomputation repeats all of it
+    base = ["model=llama3-8b", "system.num_devices=8", "parallel.tp=8", "parallel.pp=1",
+            "workload.global_batch_size=8", "workload.seq_len=8192"]
+    tp = {r: estimate_training(load(None, registry, base + [f"parallel.recompute={r}"]))["tp_comm_time_s"]
+          for r in ("none", "selective:mlp", "full")}
+    fwd = tp["full"] - tp["none"]
+    assert fwd > 0
+    assert tp["selective:mlp"] - tp["none"] == pytest.approx(fwd / 2, rel=1e-9)
 
 
 def test_context_parallel_ring_hides_under_attention_whatever_is_recomputed(registry):

@@ -134,9 +134,10 @@ def activation_bytes_per_layer(m: Model, b, s, tp, cp, sp: bool, recompute: str,
     the norms' outputs (the QKV and first-linear inputs), ``mla_up_proj`` MLA's Q, K and V (the up-projections'
     inputs, the latents, are kept instead), ``moe_act`` the experts' second-linear input, ``mlp`` a dense
     layer's MLP but its input (Megatron Core MoE report, arXiv 2603.07685 sec. 4.1.4, Table 4).
-    In FP8/FP4 training the inputs kept only for a GEMM (QKV and first-linear inputs, the tokens dispatched
-    to the experts, the second linear's input) are the quantised copies (``linear_input_bytes``); the
-    out-projection's input stays 16-bit (attention keeps its output for its own backward).
+    In FP8/FP4 training the inputs kept only for an FP8 GEMM (the QKV and dense first-linear inputs, the
+    tokens dispatched to the experts, the second linear's input) are the quantised copies
+    (``linear_input_bytes``); the out-projection's input stays 16-bit (attention keeps its output for its
+    own backward), and so do the router's input (a 16-bit GEMM) and a recompute checkpoint's inputs.
     """
     h, a, d = m.hidden, m.heads, m.head_dim
     q = linear_input_bytes(precision) / 2  # a GEMM-only input's bytes over 16-bit
@@ -152,8 +153,9 @@ def activation_bytes_per_layer(m: Model, b, s, tp, cp, sp: bool, recompute: str,
     k_width = q_width if m.mla else kv * d
     v_store = v_width if m.mla else kv * d
     tok = s * b / cp
-    if m.mla is not None and "mla_up_proj" in mods:  # the latents the up-projections read, on every tp rank
-        qkv = 2 * q * tok * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
+    if m.mla is not None and "mla_up_proj" in mods:
+        # the checkpoint's 16-bit inputs: the latents the up-projections read and the rope key, on every tp rank
+        qkv = 2 * tok * (m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
     else:
         qkv = 2 * tok * (q_width + k_width + v_store) / tp
     attn = (2 * sbh / rep  # layer norm input
@@ -173,8 +175,12 @@ def activation_bytes_per_layer(m: Model, b, s, tp, cp, sp: bool, recompute: str,
     moe = moe_layer and m.moe is not None
     inner = 0.0 if not moe and "mlp" in mods else 1.0  # a recomputed dense MLP keeps its input alone
     routed_out = 0.0 if moe and "moe_act" in mods else 1.0  # the experts' activation output is recomputed
+    # the norm's output: an FP8 GEMM's input in a dense MLP; the 16-bit router's input in an MoE layer, or
+    # a recomputed MLP's 16-bit checkpoint input; freed with the norm recomputed (Megatron-Core discards it
+    # after the MLP checkpoint read it)
+    first = 1.0 if moe or not inner else q
     mlp = (2 * sbh / rep  # layer norm input
-           + 2 * q * sbh / rep * (norm_out if inner else 1.0)  # first linear input
+           + 2 * first * sbh / rep * norm_out  # first linear input
            + (2 * q * rows * h if moe else 0.0)  # tokens dispatched to experts
            + inner * 2 * (rows * f + tok * fs) * up / tp  # activation-function input
            + inner * 2 * q * (rows * f * routed_out + tok * fs) / tp  # second linear input

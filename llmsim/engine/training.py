@@ -76,8 +76,15 @@ def model_flops_per_token(sc: Scenario) -> float:
 
 # the operators each Megatron-Core recompute module runs again in the backward (memory.recompute_modules);
 # core_attn is every op that op.core_attention marks
-RECOMPUTED_OPS = {"layernorm": ("attn_norm", "mlp_norm"), "mla_up_proj": ("q_up", "kv_up", "q_up_cast", "kv_up_cast"),
-                  "moe_act": ("experts_act",), "mlp": ("mlp_up", "mlp_act", "mlp_down", "mlp_up_cast", "mlp_down_cast")}
+# (with FP8, the quantisation of a recomputed GEMM input runs again too: Megatron-Core keeps the 16-bit
+# original, set_save_original_input, and the backward quantises it anew)
+RECOMPUTED_OPS = {
+    "layernorm": ("attn_norm", "mlp_norm", "qkv_proj_cast", "q_down_cast", "kv_down_cast", "q_proj_cast",
+                  "mlp_up_cast", "shared_up_cast"),
+    "mla_up_proj": ("q_up", "kv_up", "q_proj", "q_up_cast", "kv_up_cast", "q_proj_cast"),
+    "moe_act": ("experts_act", "experts_down_cast"),
+    "mlp": ("mlp_up", "mlp_act", "mlp_down", "mlp_up_cast", "mlp_down_cast"),
+}
 
 
 def _recomputed(op: Op, modules: frozenset[str]) -> bool:
@@ -195,8 +202,15 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     tpc_m = exposed_tp_comm((c["wm0"], c["wm1"], c["wm2"]), tp_times, seqpar, p.tp_comm_overlap)
     tp_fwd = stage_layers * (dense_frac * tpc_d.forward_s + (1 - dense_frac) * tpc_m.forward_s)
     tp_bwd = stage_layers * (dense_frac * tpc_d.backward_s + (1 - dense_frac) * tpc_m.backward_s)
-    # full recomputation runs each layer's forward again, collectives included
-    tp_comm = tp_fwd * (2 if p.recompute == "full" else 1) + tp_bwd
+    # recomputation repeats the forward's TP collectives of what it reruns: all of them (full), or a dense
+    # MLP's all-gather and reduce-scatter (mlp module: half a dense layer's forward TP traffic)
+    if p.recompute == "full":
+        tp_redo = tp_fwd
+    elif "mlp" in recompute_modules(p.recompute):
+        tp_redo = stage_layers * dense_frac * tpc_d.forward_s / 2
+    else:
+        tp_redo = 0.0 * tp_fwd
+    tp_comm = tp_fwd + tp_redo + tp_bwd
 
     kv_width = (m.heads * (m.head_dim + m.mla.v_head_dim) if m.mla else 2 * m.kv_heads * m.head_dim) / tp
     cp_bytes = b * s / cp * kv_width * ACT_BYTES  # K and V of this rank's chunk, passed around the ring

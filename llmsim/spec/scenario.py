@@ -88,6 +88,8 @@ def canonical_recompute(text: str) -> str:
     if head != "selective" or not names or unknown:
         raise ValueError(f"{text!r}: expected 'none', 'selective' or 'full', or 'selective:' and modules "
                          f"joined by '+' from {', '.join(RECOMPUTE_MODULES)} (e.g. selective:moe_act+layernorm)")
+    if set(names) == {"core_attn"}:
+        return "selective"  # Megatron-Core's default module: the same setting, written one way
     return "selective:" + "+".join(x for x in RECOMPUTE_MODULES if x in names)
 
 

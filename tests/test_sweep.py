@@ -155,6 +155,16 @@ def test_search_returns_the_best_feasible_split_first():
     assert json.loads(est.stdout)["tokens_per_s"] == pytest.approx(best["tokens_per_s"], rel=1e-12)
 
 
+def test_search_keeps_the_scenarios_recompute_modules():
+    # a scenario's selective:<modules> joins none/selective/full: every split of Llama 3 8B on 8 GPUs is
+    # tried with it as well, so it appears among the ranked rows (written one way: modules in order)
+    r = run_cli("search", "--model", "llama3-8b", "--devices", "8", "--global-batch-size", "64", "--top", "5000",
+                "--jobs", "1", "--format", "json", "--set", "parallel.recompute=selective:mlp+layernorm")
+    assert r.returncode == 0, r.stderr
+    modes = {x["recompute"] for x in json.loads(r.stdout)}
+    assert modes == {"none", "selective", "full", "selective:layernorm+mlp"}
+
+
 def test_dask_cluster_gives_the_local_results(spec_file):
     pytest.importorskip("distributed")
     from dask.distributed import LocalCluster

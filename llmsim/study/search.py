@@ -79,9 +79,11 @@ def search_spec(base: dict, source: str, sc, objective: str, maximize: bool) -> 
     if sc.workload.mode != "training":  # serving: the model split and the replicas (dp) it leaves
         axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps))
         return SweepSpec(source, data, axes, (), (), (), ((objective, maximize),))
+    # a scenario's own fine-grained recompute modules (selective:<modules>) join the three modes
+    recomputes = RECOMPUTE + ((sc.parallel.recompute,) if sc.parallel.recompute not in RECOMPUTE else ())
     axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps),
             (("parallel", "cp"), cps),
-            (("parallel", "microbatch_size"), MICROBATCHES), (("parallel", "recompute"), RECOMPUTE),
+            (("parallel", "microbatch_size"), MICROBATCHES), (("parallel", "recompute"), recomputes),
             (("parallel", "zero_stage"), ZERO))
     if data["parallel"].get("virtual_stages") == "auto":  # searched like the other degrees
         axes += ((("parallel", "virtual_stages"), VIRTUAL_STAGES),)

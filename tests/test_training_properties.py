@@ -116,3 +116,26 @@ def test_stragglers_grow_with_the_device_count_and_the_speed_spread(registry, sp
     waits = [wait(n, rel) for n in (64, 1024, 16384)]
     assert waits[0] <= waits[1] <= waits[2]
     assert wait(1024, dataclasses.replace(rel, device_speed_cv=cv * 2)) >= waits[1]
+
+
+MODULES = ("layernorm", "mla_up_proj", "moe_act", "mlp")
+
+
+@SETTINGS
+@given(model=st.sampled_from(["llama3-8b", "mixtral-8x7b", "deepseek-v2", "deepseek-v3"]),
+       split=splits, fewer=st.sets(st.sampled_from(MODULES)), more=st.sets(st.sampled_from(MODULES), min_size=1),
+       precision=st.sampled_from(["bf16", "fp8"]))
+def test_recomputing_more_modules_never_keeps_more_or_runs_less(registry, model, split, fewer, more, precision):
+    # modules A within B: B keeps no more activation bytes and spends no less compute (each module only
+    # drops tensors and adds forwards); the core attention module rides along in both
+    tp, pp, cp = split
+    big = sorted(fewer | more)
+    out = {}
+    for name, mods in (("a", ["core_attn", *sorted(fewer)]), ("b", ["core_attn", *big])):
+        sc = load(None, registry, [f"model={model}", f"parallel.tp={tp}", f"parallel.pp={pp}", f"parallel.cp={cp}",
+                                   "parallel.recompute=selective:" + "+".join(mods), f"workload.precision={precision}",
+                                   "system.num_devices=64", "workload.seq_len=4096", "workload.global_batch_size=128"])
+        out[name] = estimate_training(sc)
+    assert out["b"]["activations_gb"] <= out["a"]["activations_gb"] * (1 + 1e-12)
+    assert out["b"]["compute_time_s"] >= out["a"]["compute_time_s"] * (1 - 1e-12)
+    assert out["b"]["tp_comm_time_s"] >= out["a"]["tp_comm_time_s"] * (1 - 1e-12)

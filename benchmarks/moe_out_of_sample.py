@@ -23,39 +23,6 @@ from llmsim.engine.training import estimate_training
 from llmsim.spec.presets import PresetRegistry
 from llmsim.study import records as est
 
-COMMON = ["workload.seq_len=4096", "parallel.microbatch_size=1"]
-# (label, table, measured tokens/s/GPU, --set overrides, the all-to-all overlap the run used, its settings)
-RUNS = [
-    ("Qwen3-235B-A22B, 256 H100, FP8-CS", "25.11", 1575,
-     ["model=qwen3-235b-a22b", "system.accelerator=h100-sxm", "system.network=dgx-h100",
-      "system.num_devices=256", "workload.precision=fp8", "workload.global_batch_size=2048", "parallel.tp=2",
-      "parallel.pp=8", "parallel.virtual_stages=4", "parallel.ep=32", "parallel.recompute=none",
-      "parallel.pipeline_embedding_stage=true", "parallel.pipeline_loss_stage=true"],
-     "batch", "no recompute; moe_a2a_overlap; embedding and loss in the pipeline split"),
-    ("DeepSeek-V3, 1,024 H100, FP8 (table: no precision column)", "25.09", 1297,
-     ["model=deepseek-v3", "system.accelerator=h100-sxm", "system.network=dgx-h100", "system.num_devices=1024",
-      "workload.precision=fp8", "workload.global_batch_size=8192", "parallel.tp=2", "parallel.pp=8",
-      "parallel.virtual_stages=4", "parallel.ep=64", "parallel.recompute=selective:mla_up_proj+mlp",
-      "parallel.optimizer_states=bf16"],
-     "batch", "recompute mla_up_proj, mlp; DeepEP; a2a overlap; bf16 moments"),
-    ("GPT-OSS 120B, 64 H100, BF16", "26.02", 5993,
-     ["model=gpt-oss-120b", "system.accelerator=h100-sxm", "system.network=dgx-h100", "system.num_devices=64",
-      "workload.precision=bf16", "workload.global_batch_size=1280", "parallel.tp=1", "parallel.pp=4",
-      "parallel.ep=8", "parallel.recompute=selective:layernorm+moe_act", "parallel.sequence_parallel=false"],
-     "none", "recompute layernorm, moe_act; alltoall dispatcher, no overlap"),
-    ("Qwen3-235B-A22B, 256 B200, MXFP8", "26.02", 3805,
-     ["model=qwen3-235b-a22b", "system.accelerator=b200", "system.network=dgx-b200", "system.num_devices=256",
-      "workload.precision=fp8", "workload.global_batch_size=8192", "parallel.tp=1", "parallel.pp=8",
-      "parallel.ep=8", "parallel.recompute=none", "parallel.pipeline_embedding_stage=true",
-      "parallel.pipeline_loss_stage=true"],
-     "none", "no recompute; alltoall dispatcher, no overlap; embedding and loss in the pipeline split"),
-    ("DeepSeek-V3, 256 B200, MXFP8", "26.02", 2689,
-     ["model=deepseek-v3", "system.accelerator=b200", "system.network=dgx-b200", "system.num_devices=256",
-      "workload.precision=fp8", "workload.global_batch_size=4096", "parallel.tp=1", "parallel.pp=16",
-      "parallel.ep=8", "parallel.recompute=selective:mla_up_proj", "parallel.optimizer_states=bf16"],
-     "none", "recompute mla_up_proj; HybridEP, no overlap; bf16 moments"),
-]
-
 
 def _row(model, acc, net, n, prec, tp, pp, ep, vp, mbs, gbs, recompute, extra=()):
     return [f"model={model}", f"system.accelerator={acc}", f"system.network={net}", f"system.num_devices={n}",
@@ -64,12 +31,34 @@ def _row(model, acc, net, n, prec, tp, pp, ep, vp, mbs, gbs, recompute, extra=()
             f"parallel.microbatch_size={mbs}", f"parallel.recompute={recompute}", *extra]
 
 
+DSV3, QWEN3, BF16M = "deepseek-v3", "qwen3-235b-a22b", ["parallel.optimizer_states=bf16"]
+SPLIT_HEAD = ["parallel.pipeline_embedding_stage=true", "parallel.pipeline_loss_stage=true"]
+# (label, table, measured tokens/s/GPU, --set overrides, the all-to-all overlap the run used, its settings)
+RUNS = [
+    ("Qwen3-235B-A22B, 256 H100, FP8-CS", "25.11", 1575,
+     _row(QWEN3, "h100-sxm", "dgx-h100", 256, "fp8", 2, 8, 32, 4, 1, 2048, "none", SPLIT_HEAD),
+     "batch", "no recompute; moe_a2a_overlap; embedding and loss in the pipeline split"),
+    ("DeepSeek-V3, 1,024 H100, FP8 (table: no precision column)", "25.09", 1297,
+     _row(DSV3, "h100-sxm", "dgx-h100", 1024, "fp8", 2, 8, 64, 4, 1, 8192, "selective:mla_up_proj+mlp", BF16M),
+     "batch", "recompute mla_up_proj, mlp; DeepEP; a2a overlap; bf16 moments"),
+    ("GPT-OSS 120B, 64 H100, BF16", "26.02", 5993,
+     _row("gpt-oss-120b", "h100-sxm", "dgx-h100", 64, "bf16", 1, 4, 8, 1, 1, 1280, "selective:layernorm+moe_act",
+          ["parallel.sequence_parallel=false"]),
+     "none", "recompute layernorm, moe_act; alltoall dispatcher, no overlap"),
+    ("Qwen3-235B-A22B, 256 B200, MXFP8", "26.02", 3805,
+     _row(QWEN3, "b200", "dgx-b200", 256, "fp8", 1, 8, 8, 1, 1, 8192, "none", SPLIT_HEAD),
+     "none", "no recompute; alltoall dispatcher, no overlap; embedding and loss in the pipeline split"),
+    ("DeepSeek-V3, 256 B200, MXFP8", "26.02", 2689,
+     _row(DSV3, "b200", "dgx-b200", 256, "fp8", 1, 16, 8, 1, 1, 4096, "selective:mla_up_proj", BF16M),
+     "none", "recompute mla_up_proj; HybridEP, no overlap; bf16 moments"),
+]
+
+
 # NVIDIA's Megatron Core MoE report (arXiv 2603.07685, Table 11 with the options of Appendix B, Megatron
 # Core v0.16, force-balanced, sequence 4,096): HybridEP on GB200/GB300, DeepEP on H100, CUDA graphs over
 # attention and the router on Blackwell, MXFP8 on Blackwell and blockwise FP8 on H100. DeepSeek-V3 uses
 # bf16 optimizer moments (precision-aware optimizer, sec. 4.1). The H100 DeepSeek-V3 row follows Table 17
 # (TP2 PP8 and its four recompute modules; Table 20 gives PP4).
-DSV3, QWEN3, BF16M = "deepseek-v3", "qwen3-235b-a22b", ["parallel.optimizer_states=bf16"]
 REPORT = [
     ("DeepSeek-V3, 256 GB300, MXFP8", 4730, _row(DSV3, "gb300", "gb300-nvl72", 256, "fp8", 1, 4, 64, 4, 1, 8192,
                                                   "none", BF16M), "batch"),
@@ -109,7 +98,7 @@ def main() -> None:
     for label, table, measured, sets, overlap, said in RUNS:
         cells, fits = [], False
         for mode in (overlap, "none"):
-            sc = est.load(None, registry, sets + COMMON + [f"parallel.moe_comm_overlap={mode}"])
+            sc = est.load(None, registry, sets + ["workload.seq_len=4096", f"parallel.moe_comm_overlap={mode}"])
             out = estimate_training(sc)
             got = out["tokens_per_s_per_device"]
             cells.append(f"{got:,.0f} ({100 * (got / measured - 1):+.0f}%)")

@@ -88,6 +88,9 @@ def test_wrong_literal_lists_allowed_values(tmp_path, registry):
     assert "'none', 'selective' or 'full'" in err.message and "'some'" in err.message
     err = _error(tmp_path, registry, BASE + "parallel:\n  recompute: selective:moe_act+attn\n")
     assert err.path == "parallel.recompute" and "mla_up_proj" in err.message and "'selective:moe_act+attn'" in err.message
+    # an unquoted `--set parallel.recompute=selective:` reaches the schema as the mapping {selective: null}
+    err = _error(tmp_path, registry, BASE + "parallel:\n  recompute: {selective: null}\n")
+    assert err.path == "parallel.recompute" and "quote" in err.message and "mla_up_proj" in err.message
 
 
 def test_grad_reduce_dtype_and_optimizer_states_list_allowed_values(tmp_path, registry):

@@ -127,8 +127,8 @@ def _compute(sc: Scenario, b, tp, cp, ep, etp) -> dict:
     mix = lambda d, x: dense_frac * d + (1 - dense_frac) * x
     wd, wm = overlap_windows(dense, sc.accelerator, w.precision), overlap_windows(moe, sc.accelerator, w.precision)
     shared_f, shared_b, _, _ = _pass_time([op for op in moe if op.name.startswith("shared_")], sc)
-    return {"lay_f": mix(f_d, f_m), "lay_b": mix(b_d, b_m), "lay_attn": mix(a_d, a_m), "lay_rec": mix(r_d, r_m), "head_f": head_f,
-            "moe_f": f_m, "moe_b": b_m, "shared_f": shared_f, "shared_b": shared_b,
+    return {"lay_f": mix(f_d, f_m), "lay_b": mix(b_d, b_m), "lay_attn": mix(a_d, a_m), "lay_rec": mix(r_d, r_m),
+            "head_f": head_f, "moe_f": f_m, "moe_b": b_m, "shared_f": shared_f, "shared_b": shared_b,
             "head_b": head_b, "emb_f": emb_f, "emb_b": emb_b, "dense_frac": dense_frac,
             **{f"wd{i}": x for i, x in enumerate(wd)}, **{f"wm{i}": x for i, x in enumerate(wm)}}
 

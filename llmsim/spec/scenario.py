@@ -69,13 +69,18 @@ class ParallelSpec(Strict):
             raise ValueError(f"order must list each of {', '.join(DEFAULT_ORDER)} exactly once")
         return self
 
-    @field_validator("recompute")
+    @field_validator("recompute", mode="before")
     @classmethod
-    def _recompute(cls, v: str) -> str:
+    def _recompute(cls, v) -> str:
+        if not isinstance(v, str):  # e.g. an unquoted `selective:` that YAML read as a mapping
+            # pydantic turns a ValueError (not a TypeError) into the one-line validation error
+            raise ValueError(f"{v!r} is not text: {ALLOWED_RECOMPUTE} (quote a value ending in ':')")  # noqa: TRY004
         return canonical_recompute(v)
 
 
 RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp")
+ALLOWED_RECOMPUTE = (f"expected 'none', 'selective' or 'full', or 'selective:' and modules joined by '+' from "
+                     f"{', '.join(RECOMPUTE_MODULES)} (e.g. selective:moe_act+layernorm)")
 
 
 def canonical_recompute(text: str) -> str:
@@ -86,8 +91,7 @@ def canonical_recompute(text: str) -> str:
     names = tail.split("+") if tail else []
     unknown = [x for x in names if x not in RECOMPUTE_MODULES]
     if head != "selective" or not names or unknown:
-        raise ValueError(f"{text!r}: expected 'none', 'selective' or 'full', or 'selective:' and modules "
-                         f"joined by '+' from {', '.join(RECOMPUTE_MODULES)} (e.g. selective:moe_act+layernorm)")
+        raise ValueError(f"{text!r}: {ALLOWED_RECOMPUTE}")
     if set(names) == {"core_attn"}:
         return "selective"  # Megatron-Core's default module: the same setting, written one way
     return "selective:" + "+".join(x for x in RECOMPUTE_MODULES if x in names)

@@ -8,13 +8,13 @@ All arithmetic works on Python numbers and numpy arrays alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.memory import moe_dispatch_factor, moe_row_factor
-from llmsim.engine.types import PRECISION_BYTES, Accelerator, Model
+from llmsim.engine.types import PRECISION_BYTES, Accelerator, Model, Parallel
 from llmsim.engine.window import pair_fraction
 
 ACT_BYTES = 2.0  # activations stay in 16-bit even in FP8 training (Transformer Engine keeps bf16 I/O)
@@ -32,6 +32,7 @@ class Op:
     core_attention: bool = False  # recomputed by selective recomputation (Korthikanti sec. 5)
     cast_elems: tuple = (0.0, 0.0)  # 16-bit GEMM input (forward) and output-gradient (backward) elements
     kernels: float = 1.0  # kernel launches per execution (a grouped GEMM run as one GEMM per expert)
+    rate_scale: float = 1.0  # compute rate of its kernel over the device's own GEMMs (expert_gemm_rate)
 
 
 def gemm(name: str, m, n, k, wbytes: float, count: float = 1.0) -> Op:
@@ -50,7 +51,7 @@ def elementwise(name: str, elements, reads: float, writes: float, count: float =
 
 def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool, ep=1,
               count: float = 1.0, flash: bool = True, touched_experts=None, expert_tp=None,
-              gemm_per_expert: bool = False, moe_dispatch: str = "permute") -> list[Op]:
+              gemm_per_expert: bool = False, moe_dispatch: str = "permute", expert_rate: float = 1.0) -> list[Op]:
     """Operators of one transformer layer for one microbatch of ``b`` sequences of ``s`` tokens.
 
     ``touched_experts``: how many of a device's local experts receive tokens (their weights are read);
@@ -59,7 +60,8 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
     GroupedLinear in training) rather than one fused kernel (TensorRT-LLM, vLLM fused MoE).
     ``moe_dispatch``: routed rows gathered by index (``permute``), by GShard's one-hot einsums
     (``einsum``), or (``local``) by a serving engine whose tp group shares the tokens and splits the experts
-    over ep ranks: each rank gathers and combines only the rows routed to its own experts."""
+    over ep ranks: each rank gathers and combines only the rows routed to its own experts. ``expert_rate``:
+    the routed-expert GEMMs' compute rate over the device's own GEMMs (``expert_gemm_rate``)."""
     wb = PRECISION_BYTES[precision]
     h, a, kv, d = m.hidden, m.heads, m.kv_heads, m.head_dim
     tokens = b * s / cp  # context parallelism splits the sequence
@@ -155,9 +157,9 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         up_op = gemm("experts_up", per_expert_rows, up * f / etp, h, wb, count)
         down_op = gemm("experts_down", per_expert_rows, h, f / etp, wb, count)
         kernels = grouped if gemm_per_expert else 1.0
-        ops += [_scale(up_op, grouped, touched, h * up * f / etp * wb, kernels),
+        ops += [_scale(up_op, grouped, touched, h * up * f / etp * wb, kernels, expert_rate),
                 elementwise("experts_act", rows * f / tp, up, 1, count),
-                _scale(down_op, grouped, touched, h * f / etp * wb, kernels)]
+                _scale(down_op, grouped, touched, h * f / etp * wb, kernels, expert_rate)]
         if moe.shared_experts:
             fs = f * moe.shared_experts
             ops += [gemm("shared_up", tokens, up * fs / tp, h, wb, count),
@@ -172,14 +174,21 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
     return ops + low_precision_casts(ops, precision)
 
 
-def _scale(op: Op, times, touched, weight_bytes, kernels) -> Op:
+def _scale(op: Op, times, touched, weight_bytes, kernels, rate: float) -> Op:
     """``times`` identical GEMMs (a grouped GEMM over local experts) of which ``touched`` read their
-    ``weight_bytes`` of weights, launched as ``kernels`` kernels."""
+    ``weight_bytes`` of weights, launched as ``kernels`` kernels at ``rate`` of the device's GEMM rate."""
     nbytes = (op.bytes - weight_bytes) * times + weight_bytes * touched
     # Transformer Engine's GroupedLinear (Megatron-Core --moe-grouped-gemm) issues one cuBLAS GEMM per
     # local expert over several streams (te_general_grouped_gemm): each pays a kernel's fixed cost
     return Op(op.name, op.kind, op.flops * times, nbytes, op.min_dim, op.bwd_ratio, op.count,
-              cast_elems=tuple(e * times for e in op.cast_elems), kernels=kernels)
+              cast_elems=tuple(e * times for e in op.cast_elems), kernels=kernels, rate_scale=rate)
+
+
+def expert_gemm_rate(p: Parallel, acc: Accelerator) -> float:
+    """The routed-expert GEMMs' compute rate over the device's own GEMMs: the preset's measured
+    ``sm80_matmul_fraction`` where the engine runs Ampere-generation kernels (``parallel.moe_gemm_kernel``
+    sm80; the spec refuses it on an accelerator without the measurement), else 1."""
+    return acc.sm80_matmul_fraction if p.moe_gemm_kernel == "sm80" and acc.sm80_matmul_fraction else 1.0
 
 
 def low_precision_casts(ops: list[Op], precision: str) -> list[Op]:
@@ -241,8 +250,7 @@ def engine_ops(ops: list[Op], precision: str, fused_quant: bool = True) -> list[
             out.append(Op(f"residual_{op.name}", op.kind, op.flops, nbytes + add.bytes - op.bytes / 2, op.min_dim,
                           op.bwd_ratio, op.count))
         else:
-            out.append(Op(op.name, op.kind, op.flops, nbytes, op.min_dim, op.bwd_ratio, op.count,
-                          op.core_attention, op.cast_elems, op.kernels))
+            out.append(replace(op, bytes=nbytes))
     return out + quant
 
 
@@ -305,7 +313,8 @@ def op_time(op: Op, acc: Accelerator, precision: str, hbm_bw=None, peak_scale=1.
     if op.kind == "attention":
         t_compute = op.flops / (_attention_flops_per_s(acc, op.min_dim, backward, kernel) * peak_scale)
     elif op.kind == "gemm":
-        t_compute = op.flops / (acc.peak(precision) * peak_scale * matmul_efficiency(acc, precision, op.min_dim))
+        rate = acc.peak(precision) * peak_scale * op.rate_scale * matmul_efficiency(acc, precision, op.min_dim)
+        t_compute = op.flops / rate
     else:
         t_compute = 0.0 * op.flops
     return np.maximum(t_compute, op.bytes / bw)

@@ -23,7 +23,15 @@ import numpy as np
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.columns import first_row, on_distinct, on_flag
-from llmsim.engine.compute import ACT_BYTES, Op, engine_ops, head_ops, kernel_time, layer_ops
+from llmsim.engine.compute import (
+    ACT_BYTES,
+    Op,
+    engine_ops,
+    expert_gemm_rate,
+    head_ops,
+    kernel_time,
+    layer_ops,
+)
 from llmsim.engine.errors import DesignError
 from llmsim.engine.memory import moe_dispatch_factor
 from llmsim.engine.network.topology import group_collectives, strides
@@ -96,7 +104,8 @@ def _phase_ops(sc: Scenario, b, s, tp, ep, in_tp: bool, ctx=None) -> tuple[list[
     def layer(moe: bool) -> list[Op]:
         ops = engine_ops(layer_ops(m, b, s, tp, 1, False, w.precision, moe, ep, flash=True,
                                    touched_experts=touched, expert_tp=etp,
-                                   moe_dispatch="local" if in_tp else "permute"), w.precision,
+                                   moe_dispatch="local" if in_tp else "permute",
+                                   expert_rate=expert_gemm_rate(sc.parallel, sc.accelerator)), w.precision,
                          sc.parallel.activation_quant == "fused")
         if ctx is not None:
             ops = [_decode_attention(m, b, ctx, tp, kvp, 1.0) if op.name == "attention" else op for op in ops]

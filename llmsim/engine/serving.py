@@ -34,7 +34,15 @@ import numpy as np
 
 from llmsim.engine import speculative, waves
 from llmsim.engine.columns import on_flag
-from llmsim.engine.compute import ACT_BYTES, Op, engine_ops, head_ops, kernel_time, layer_ops
+from llmsim.engine.compute import (
+    ACT_BYTES,
+    Op,
+    engine_ops,
+    expert_gemm_rate,
+    head_ops,
+    kernel_time,
+    layer_ops,
+)
 from llmsim.engine.errors import DesignError
 from llmsim.engine.inference import (
     _decode_attention,
@@ -78,7 +86,8 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
 
     def layer(moe: bool):
         ops = engine_ops(layer_ops(m, 1, d * q + c, tp, 1, False, prec, moe, ep, flash=True, expert_tp=etp,
-                                   moe_dispatch="local" if in_tp else "permute"), prec,
+                                   moe_dispatch="local" if in_tp else "permute",
+                                   expert_rate=expert_gemm_rate(sc.parallel, acc)), prec,
                          sc.parallel.activation_quant == "fused")
         out = 0.0
         for op in ops:

@@ -17,7 +17,15 @@ import numpy as np
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.columns import first_row, on_distinct, per_key
-from llmsim.engine.compute import ACT_BYTES, Op, embedding_ops, head_ops, kernel_time, layer_ops
+from llmsim.engine.compute import (
+    ACT_BYTES,
+    Op,
+    embedding_ops,
+    expert_gemm_rate,
+    head_ops,
+    kernel_time,
+    layer_ops,
+)
 from llmsim.engine.memory import (
     MAIN_GRAD_BYTES,
     OPTIMIZER_STATE_BYTES,
@@ -110,7 +118,8 @@ def layer_operators(sc: Scenario, b, tp, cp, ep, etp=None) -> tuple[list[Op], li
     s, seqpar, fl = w.seq_len, p.sequence_parallel, p.flash_attention
     dense = layer_ops(m, b, s, tp, cp, seqpar, w.precision, False, ep, flash=fl)
     return dense, (layer_ops(m, b, s, tp, cp, seqpar, w.precision, True, ep, flash=fl, expert_tp=etp,
-                             gemm_per_expert=True, moe_dispatch=p.moe_dispatch)
+                             gemm_per_expert=True, moe_dispatch=p.moe_dispatch,
+                             expert_rate=expert_gemm_rate(p, sc.accelerator))
                    if m.moe else dense)
 
 

@@ -94,6 +94,8 @@ class Accelerator:
     # kernel -> (forward, backward) FLOP/s of fused attention; empty: derived from the matmul efficiency
     attention_flops_per_s: dict[str, tuple[float, float]] = field(default_factory=dict)
     device_cost_usd: float | None = None  # manufacturing cost (silicon cost model), when it can be derived
+    # compute rate of Ampere-generation (SM80, mma.sync) GEMM kernels over the device's own; None: unmeasured
+    sm80_matmul_fraction: float | None = None
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s at ``precision``; 0 when the device does not support it."""
@@ -147,6 +149,7 @@ class Parallel:
     pipeline_loss_stage: bool = False  # the output layer and loss count as a pipeline layer
     moe_comm_overlap: str = "none"  # none | shared_experts | batch (training.training_columns)
     moe_dispatch: str = "permute"  # permute | einsum (compute.layer_ops)
+    moe_gemm_kernel: str = "native"  # native | sm80 (compute.expert_gemm_rate)
 
 
 @dataclass(frozen=True)

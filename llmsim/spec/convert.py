@@ -61,7 +61,7 @@ def accelerator_values(a: AcceleratorSpec) -> Accelerator:
         scaleout_bw_bytes_per_s=a.scaleout_bw_gb_per_s_per_dir * GB, tdp_w=a.tdp_w,
         die_area_mm2=a.die_area_mm2, num_dies=a.num_dies, hbm_stacks=a.hbm_stacks,
         list_price_usd=a.list_price_usd, cloud_usd_per_hour=a.cloud_usd_per_hour,
-        device_cost_usd=_manufacturing_cost(a),
+        device_cost_usd=_manufacturing_cost(a), sm80_matmul_fraction=a.sm80_matmul_fraction,
     )
 
 
@@ -129,7 +129,7 @@ def scenario_values(s: ScenarioSpec) -> Scenario:
                           grad_reduce_dtype=p.grad_reduce_dtype,
                           optimizer_states=p.optimizer_states, pipeline_embedding_stage=p.pipeline_embedding_stage,
                           pipeline_loss_stage=p.pipeline_loss_stage, moe_comm_overlap=p.moe_comm_overlap,
-                          moe_dispatch=p.moe_dispatch),
+                          moe_dispatch=p.moe_dispatch, moe_gemm_kernel=p.moe_gemm_kernel),
         workload=Workload(mode=w.mode, precision=w.precision, seq_len=w.seq_len,
                           global_batch_size=w.global_batch_size, batch_size=w.batch_size,
                           **_lengths(w), kv_precision=w.kv_precision,

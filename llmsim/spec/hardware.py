@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from llmsim.spec.base import NonNegFloat, NonNegInt, PosFloat, PosInt, Sources, Strict
 
@@ -48,6 +48,9 @@ class AcceleratorSpec(Strict):
     peak_tflops: PrecisionTflops
     measured_matmul_tflops: PrecisionTflops | None = None
     measured_attention_tflops: dict[str, AttentionTflops] | None = None  # by kernel: fa2, fa3, cudnn
+    # compute rate of Ampere-generation (SM80, mma.sync) GEMM kernels over the device's own kernels, as
+    # measured on the same problem (parallel.moe_gemm_kernel sm80); 1 on the A100, whose own they are
+    sm80_matmul_fraction: float | None = Field(default=None, gt=0, le=1)
     hbm_capacity_gb: PosFloat
     hbm_bandwidth_tb_per_s: PosFloat
     hbm_generation: str | None = None

@@ -43,6 +43,9 @@ class ParallelSpec(Strict):
     # MoE token routing: gathered by index (Megatron-Core, MaxText megablox) or GShard's one-hot dispatch
     # and combine einsums over the capacity buffers (MaxText dense_matmul with megablox off)
     moe_dispatch: Literal["permute", "einsum"] = "permute"
+    # routed-expert grouped GEMM: the accelerator's own kernels, or Ampere-generation CUTLASS ones (sm80) that
+    # an engine runs on Hopper (TensorRT-LLM before v0.10 dispatches its MoE GEMM to cutlass::arch::Sm80)
+    moe_gemm_kernel: Literal["native", "sm80"] = "native"
     # sequences per microbatch; auto: the fastest that fits, with virtual_stages (llmsim estimate says which)
     microbatch_size: PosInt | Literal["auto"] = 1
     # interleaved 1F1B chunks per device; auto: the fastest that fits (llmsim estimate says which)
@@ -325,6 +328,9 @@ class ScenarioSpec(Strict):
         if kernel != "auto" and measured and kernel not in measured:
             raise ValueError(f"parallel.attention_kernel '{kernel}' has no measurement for accelerator "
                              f"'{acc.name}'; allowed: auto, {', '.join(measured)}")
+        if self.parallel.moe_gemm_kernel == "sm80" and acc.sm80_matmul_fraction is None:
+            raise ValueError(f"parallel.moe_gemm_kernel sm80 has no measured rate on accelerator '{acc.name}' "
+                             "(its preset has no sm80_matmul_fraction); allowed: native")
         for key, value, allowed in (("grad_reduce_dtype", self.parallel.grad_reduce_dtype, "auto, fp32"),
                                     ("optimizer_states", self.parallel.optimizer_states, "fp32")):
             if value not in allowed.split(", ") and prec not in BF16_PARAM_PRECISIONS:

@@ -81,7 +81,7 @@ KINDS = (TRAINING, INFERENCE, LATENCY, DECODE, *SERVING)
 # leave to llmsim's defaults (a user of llmsim gets the defaults)
 CHOICES = ("parallel.attention_kernel", "parallel.tp_comm_overlap", "parallel.flash_attention",
            "parallel.grad_reduce_dtype", "parallel.optimizer_states", "parallel.activation_quant",
-           "parallel.tp_all_reduce", "model.dropout")
+           "parallel.tp_all_reduce", "parallel.moe_gemm_kernel", "model.dropout")
 
 
 def _without(data: dict, paths: tuple[str, ...]) -> dict:

@@ -3,6 +3,8 @@ v0.10 ran them on Hopper, at the preset's measured fraction of the device's own 
 
 import pytest
 from conftest import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmsim.engine.compute import expert_gemm_rate, layer_ops, op_time
 from llmsim.spec.convert import accelerator_values, model_values
@@ -66,3 +68,18 @@ def test_sm80_on_an_unmeasured_accelerator_is_a_one_line_error():
                 "workload.output_len=128")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "parallel.moe_gemm_kernel sm80" in r.stderr and "b200" in r.stderr and "allowed: native" in r.stderr
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch=st.integers(1, 512), input_len=st.integers(16, 4096), output_len=st.integers(1, 512),
+       acc=st.sampled_from(["h100-sxm", "h200-sxm", "a100-sxm-80gb"]))
+def test_sm80_kernels_are_never_faster_than_native_ones(batch, input_len, output_len, acc):
+    from llmsim.engine.inference import estimate_inference
+    from llmsim.spec.presets import PresetRegistry
+
+    registry = PresetRegistry()
+    base = [*MIXTRAL, f"system.accelerator={acc}", f"workload.batch_size={batch}",
+            f"workload.input_len={input_len}", f"workload.output_len={output_len}"]
+    native, sm80 = (estimate_inference(est.load(None, registry, [*base, f"parallel.moe_gemm_kernel={k}"]))
+                    for k in ("native", "sm80"))
+    assert sm80["ttft_s"] >= native["ttft_s"] and sm80["tpot_s"] >= native["tpot_s"]

@@ -93,6 +93,16 @@ def test_wrong_literal_lists_allowed_values(tmp_path, registry):
     assert err.path == "parallel.recompute" and "quote" in err.message and "mla_up_proj" in err.message
 
 
+def test_recompute_flag_takes_the_modules_and_names_them_when_wrong():
+    ok = run_cli("estimate", "--model", "mixtral-8x7b", "--devices", "64", "--tp", "2", "--pp", "1",
+                 "--set", "parallel.ep=8", "--recompute", "selective:moe_act+layernorm",
+                 "--format", "json")
+    assert ok.returncode == 0 and '"recompute": "selective:layernorm+moe_act"' in ok.stdout  # canonical order
+    bad = run_cli("estimate", "--recompute", "selective:attn")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "--recompute selective:attn" in bad.stderr and "mla_up_proj" in bad.stderr
+
+
 def test_grad_reduce_dtype_and_optimizer_states_list_allowed_values(tmp_path, registry):
     err = _error(tmp_path, registry, BASE + "parallel:\n  grad_reduce_dtype: fp16\n")
     assert err.path == "parallel.grad_reduce_dtype" and err.line == 9

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
 from pathlib import Path
 
 import typer
@@ -40,12 +39,6 @@ def check(
     typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120), nl=False)
 
 
-class Recompute(str, Enum):
-    none = "none"
-    selective = "selective"
-    full = "full"
-
-
 def estimate(
     ctx: typer.Context,
     scenario: Path | None = SCENARIO,
@@ -62,7 +55,9 @@ def estimate(
                                                help="Sequences per microbatch; auto: the fastest that fits."),
     global_batch_size: int | None = GLOBAL_BATCH,
     seq_len: int | None = SEQ_LEN,
-    recompute: Recompute | None = typer.Option(None, "--recompute", help="none, selective or full."),
+    recompute: str | None = typer.Option(None, "--recompute", help="none, selective, full, or Megatron-Core's "
+                                         "modules as selective:<module>+<module> (core_attn, layernorm, "
+                                         "mla_up_proj, moe_act, mlp)."),
     zero_stage: int | None = typer.Option(None, "--zero-stage", min=0, max=3, help="ZeRO stage 0-3."),
     precision: str | None = PRECISION,
     mode: str | None = typer.Option(None, "--mode", help="training, inference (a static batch) or serving "
@@ -86,7 +81,7 @@ def estimate(
 
     flags = dict(model=model, accelerator=accelerator, devices=devices, network=network, tp=tp, pp=pp, dp=dp,
                  cp=cp, ep=ep, microbatch_size=microbatch_size, global_batch_size=global_batch_size,
-                 seq_len=seq_len, recompute=recompute.value if recompute else None, zero_stage=zero_stage,
+                 seq_len=seq_len, recompute=recompute, zero_stage=zero_stage,
                  precision=precision, mode=mode, batch_size=batch_size, input_len=input_len,
                  output_len=output_len, kv_precision=kv_precision, concurrency=concurrency,
                  request_rate=request_rate)

@@ -191,6 +191,31 @@ def test_compare_adds_factor_and_cumulative_columns(tmp_path):
         compare(rows, "nope")
 
 
+def test_a_grid_key_without_an_output_column_gets_one(tmp_path):
+    # two kernels x two accelerators: without a moe_gemm_kernel column the H100 rows would not tell apart;
+    # serving.speculative.draft_tokens has its column already (speculative_draft_tokens), so none is added
+    path = tmp_path / "kernels.yaml"
+    path.write_text("base:\n  model: mixtral-8x7b\n  system: {accelerator: h100-sxm, network: dgx-h100, "
+                    "num_devices: 2}\n  parallel: {tp: 2, pp: 1}\n  workload: {mode: inference, precision: fp16, "
+                    "batch_size: 1, input_len: 2048, output_len: 1}\ngrid:\n  system.accelerator: [h100-sxm, "
+                    "a100-sxm-80gb]\n  parallel.moe_gemm_kernel: [native, sm80]\n")
+    rows = run(load_sweep(path), ())
+    assert rows["moe_gemm_kernel"].tolist() == ["native", "sm80"] * 2
+    h100 = rows[rows["accelerator"] == "h100-sxm"].set_index("moe_gemm_kernel")["ttft_s"]
+    assert h100["sm80"] > h100["native"]
+    from llmsim.study.sweep import expected_columns
+
+    names = expected_columns(load_sweep(path))
+    assert "moe_gemm_kernel" in names and names.index("moe_gemm_kernel") < names.index("infeasible_reason")
+    spec = tmp_path / "draft.yaml"
+    spec.write_text("base:\n  model: llama3-8b\n  system: {accelerator: h100-sxm, network: dgx-h100, num_devices: 1}"
+                    "\n  parallel: {tp: 1, pp: 1}\n  workload: {mode: serving, input_len: 128, output_len: 64, "
+                    "concurrency: 1}\n  serving: {speculative: {draft_tokens: 2, acceptance_rate: 0.7}}\ngrid:\n"
+                    "  serving.speculative.draft_tokens: [2, 4]\n")
+    rows = run(load_sweep(spec), ())
+    assert "draft_tokens" not in rows and rows["speculative_draft_tokens"].tolist() == [2, 4]
+
+
 def test_pareto_only_reduces_each_chunk_to_its_front_without_losing_the_sweep_front(spec_file):
     sp = load_sweep(spec_file)
     full = rank(run(sp, (), 1), sp.objectives)

@@ -154,12 +154,16 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
                        count)]
         grouped = (moe.experts / ep)  # grouped GEMM over the local experts
         touched = grouped if touched_experts is None else touched_experts
-        up_op = gemm("experts_up", per_expert_rows, up * f / etp, h, wb, count)
-        down_op = gemm("experts_down", per_expert_rows, h, f / etp, wb, count)
+        # the grouped GEMM's tiles cover the experts that receive rows, rows_each apiece (an expert without
+        # rows costs no tile); the same FLOPs and activation bytes as per_expert_rows on every local expert
+        rows_each = per_expert_rows if touched_experts is None else per_expert_rows * grouped / np.maximum(
+            touched, 1e-300)
+        up_op = gemm("experts_up", rows_each, up * f / etp, h, wb, count)
+        down_op = gemm("experts_down", rows_each, h, f / etp, wb, count)
         kernels = grouped if gemm_per_expert else 1.0
-        ops += [_scale(up_op, grouped, touched, h * up * f / etp * wb, kernels, expert_rate),
+        ops += [_scale(up_op, touched, kernels, expert_rate),
                 elementwise("experts_act", rows * f / tp, up, 1, count),
-                _scale(down_op, grouped, touched, h * f / etp * wb, kernels, expert_rate)]
+                _scale(down_op, touched, kernels, expert_rate)]
         if moe.shared_experts:
             fs = f * moe.shared_experts
             ops += [gemm("shared_up", tokens, up * fs / tp, h, wb, count),
@@ -174,10 +178,10 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
     return ops + low_precision_casts(ops, precision)
 
 
-def _scale(op: Op, times, touched, weight_bytes, kernels, rate: float) -> Op:
-    """``times`` identical GEMMs (a grouped GEMM over local experts) of which ``touched`` read their
-    ``weight_bytes`` of weights, launched as ``kernels`` kernels at ``rate`` of the device's GEMM rate."""
-    nbytes = (op.bytes - weight_bytes) * times + weight_bytes * touched
+def _scale(op: Op, times, kernels, rate: float) -> Op:
+    """``times`` identical GEMMs (a grouped GEMM over the local experts that receive rows, each reading its
+    own weights), launched as ``kernels`` kernels at ``rate`` of the device's GEMM rate."""
+    nbytes = op.bytes * times
     # Transformer Engine's GroupedLinear (Megatron-Core --moe-grouped-gemm) issues one cuBLAS GEMM per
     # local expert over several streams (te_general_grouped_gemm): each pays a kernel's fixed cost
     return Op(op.name, op.kind, op.flops * times, nbytes, op.min_dim, op.bwd_ratio, op.count,

@@ -331,6 +331,9 @@ class ScenarioSpec(Strict):
         if self.parallel.moe_gemm_kernel == "sm80" and acc.sm80_matmul_fraction is None:
             raise ValueError(f"parallel.moe_gemm_kernel sm80 has no measured rate on accelerator '{acc.name}' "
                              "(its preset has no sm80_matmul_fraction); allowed: native")
+        if self.parallel.moe_gemm_kernel == "sm80" and prec not in ("bf16", "fp16"):
+            raise ValueError(f"parallel.moe_gemm_kernel sm80 runs 16-bit GEMMs (Ampere's tensor cores have no "
+                             f"FP8 or FP4), got workload.precision {prec}; allowed with sm80: bf16, fp16")
         for key, value, allowed in (("grad_reduce_dtype", self.parallel.grad_reduce_dtype, "auto, fp32"),
                                     ("optimizer_states", self.parallel.optimizer_states, "fp32")):
             if value not in allowed.split(", ") and prec not in BF16_PARAM_PRECISIONS:

@@ -138,9 +138,34 @@ def evaluate_chunk(spec, preset_dirs: tuple[str, ...], start: int, stop: int) ->
             fixed += list(zip(spec.zip_paths, spec.zip_rows[rest[i0]], strict=True))
         varied = {VECTOR_PATHS[spec.axes[k][0]]: np.asarray(spec.axes[k][1], dtype=np.int64)[picks[k][rows]]
                   for k in vec}
-        frames.append(_group(ctx, idx[rows], fixed, varied, [spec.axes[k][0] for k in vec]))
+        frames.append(_with_axes(_group(ctx, idx[rows], fixed, varied, [spec.axes[k][0] for k in vec]), fixed))
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return out.sort_values("point", kind="stable", ignore_index=True) if len(out) else out
+
+
+def axis_columns(paths, names) -> list[str]:
+    """Columns for the grid keys that no output column names (``parallel.moe_gemm_kernel`` ->
+    ``moe_gemm_kernel``, the last key, as a failed group's rows name it): rows that differ only there then
+    tell apart. A key whose last part is a column, or ends or begins one (``serving.speculative.draft_tokens``
+    and ``speculative_draft_tokens``; ``serving.speculative`` and the ``speculative_*`` columns), has its
+    columns already."""
+    out = []
+    for path in paths:
+        leaf = path[-1]
+        if leaf not in out and not any(n == leaf or n.endswith(f"_{leaf}") or n.startswith(f"{leaf}_")
+                                       for n in names):
+            out.append(leaf)
+    return out
+
+
+def _with_axes(frame: pd.DataFrame, fixed) -> pd.DataFrame:
+    """The group's rows with its values of the grid keys ``axis_columns`` adds (a mapping or list value
+    as its text)."""
+    if len(frame):
+        for leaf in axis_columns([p for p, _ in fixed], [c for c in frame.columns if c != "point"]):
+            value = next(v for p, v in fixed if p[-1] == leaf)
+            frame[leaf] = str(value) if isinstance(value, (dict, list)) else value
+    return frame
 
 
 def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataFrame:

@@ -123,6 +123,9 @@ def expected_columns(spec: SweepSpec) -> list[str]:
     names = ["point"]
     for mode in sorted(m for m in modes if m in ("training", "inference", "serving")):
         names += [c for c in _record_columns(mode, mode == "serving" and _has_slo(spec)) if c not in names]
+    from llmsim.study.evaluate import axis_columns
+
+    names += axis_columns([p for p, _ in spec.axes] + list(spec.zip_paths), names)
     names += compare_columns(spec.compare) if spec.compare else []
     return names + (["pareto_rank"] if spec.objectives else []) + ["infeasible_reason"]
 

@@ -216,6 +216,20 @@ def test_a_grid_key_without_an_output_column_gets_one(tmp_path):
     assert "draft_tokens" not in rows and rows["speculative_draft_tokens"].tolist() == [2, 4]
 
 
+def test_the_sweep_says_how_many_points_it_left_out(tmp_path):
+    # 2 accelerators x 2 kernels: sm80 has no measured rate on the B200, so 1 of 4 points is infeasible
+    path = tmp_path / "kernels.yaml"
+    path.write_text("base:\n  model: mixtral-8x7b\n  system: {accelerator: h100-sxm, network: dgx-h100, "
+                    "num_devices: 2}\n  parallel: {tp: 2, pp: 1}\n  workload: {mode: inference, precision: fp16, "
+                    "batch_size: 1, input_len: 128, output_len: 8}\ngrid:\n  system.accelerator: [h100-sxm, b200]"
+                    "\n  parallel.moe_gemm_kernel: [native, sm80]\n")
+    r = run_cli("sweep", str(path), "--jobs", "1", "-o", str(tmp_path / "out.csv"))
+    assert r.returncode == 0 and "3 rows written" in r.stderr
+    assert "1 of 4 design points infeasible and left out; 'keep: all'" in r.stderr
+    r = run_cli("sweep", str(path), "--jobs", "1", "--pareto-only", "-o", str(tmp_path / "front.csv"))
+    assert "left out" not in r.stderr  # the front drops points by design
+
+
 def test_pareto_only_reduces_each_chunk_to_its_front_without_losing_the_sweep_front(spec_file):
     sp = load_sweep(spec_file)
     full = rank(run(sp, (), 1), sp.objectives)

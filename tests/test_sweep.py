@@ -214,6 +214,17 @@ def test_a_grid_key_without_an_output_column_gets_one(tmp_path):
                     "  serving.speculative.draft_tokens: [2, 4]\n")
     rows = run(load_sweep(spec), ())
     assert "draft_tokens" not in rows and rows["speculative_draft_tokens"].tolist() == [2, 4]
+    # a model override is a column of its own (not layers_per_stage's); a failed group with a mapping value
+    # keeps it as JSON text beside its reason (keep: all)
+    spec.write_text("base:\n  model: llama3-8b\n  system: {accelerator: h100-sxm, network: dgx-h100, num_devices: 8}"
+                    "\n  parallel: {tp: 1, pp: 1}\n  workload: {mode: serving, input_len: 128, output_len: 64, "
+                    "concurrency: 8}\nkeep: all\ngrid:\n  model.layers: [32, 40]\n  serving.speculative: [null, "
+                    "{acceptance_rate: 2.0}]\n")
+    rows = run(load_sweep(spec), ())
+    assert rows["layers"].tolist() == [32, 32, 40, 40] and rows["layers_per_stage"].tolist()[::2] == [32, 40]
+    bad = rows[rows["infeasible_reason"].notna()]
+    assert bad["speculative"].tolist() == ['{"acceptance_rate": 2.0}'] * 2
+    assert bad["infeasible_reason"].str.contains("acceptance_rate").all()
 
 
 def test_the_sweep_says_how_many_points_it_left_out(tmp_path):

@@ -55,9 +55,9 @@ def estimate(
                                                help="Sequences per microbatch; auto: the fastest that fits."),
     global_batch_size: int | None = GLOBAL_BATCH,
     seq_len: int | None = SEQ_LEN,
-    recompute: str | None = typer.Option(None, "--recompute", help="none, selective, full, or Megatron-Core's "
-                                         "modules as selective:<module>+<module> (core_attn, layernorm, "
-                                         "mla_up_proj, moe_act, mlp)."),
+    recompute: str | None = typer.Option(None, "--recompute", help="none, selective, full, or selective:"
+                                         "MODULES (core_attn, layernorm, mla_up_proj, moe_act, mlp joined "
+                                         "by +)."),
     zero_stage: int | None = typer.Option(None, "--zero-stage", min=0, max=3, help="ZeRO stage 0-3."),
     precision: str | None = PRECISION,
     mode: str | None = typer.Option(None, "--mode", help="training, inference (a static batch) or serving "

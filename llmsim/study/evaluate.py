@@ -23,6 +23,7 @@ from llmsim.engine.split import SPLIT_INPUTS, Split, inputs_of, split_arrays
 from llmsim.spec.errors import SpecError
 from llmsim.spec.expr import Expr
 from llmsim.spec.yamlio import Document
+from llmsim.study.columns import axis_column, axis_columns, axis_paths, cell, record_names
 
 # dotted scenario path -> split input evaluated as a column
 VECTOR_PATHS = {("system", "num_devices"): "num_devices", ("workload", "global_batch_size"): "global_batch_size",
@@ -48,6 +49,7 @@ class _Context:
         self.spec, self.registry = spec, _REGISTRIES[preset_dirs]
         self.checks = [Expr(c) for c in spec.constraints]
         self.doc = Document(spec.base, spec.source)
+        self.axis_columns = axis_columns(axis_paths(spec), record_names(spec))
 
     def scenario(self, overrides):
         from llmsim.spec.convert import scenario_values
@@ -56,7 +58,7 @@ class _Context:
         from llmsim.spec.validation import validate
 
         data = copy.deepcopy(self.spec.base)
-        apply_overrides(data, overrides, self.registry)
+        apply_overrides(data, copy.deepcopy(overrides), self.registry)  # the spec's grid values stay as written
         resolve_presets(data, self.doc, self.registry)
         return scenario_values(validate(ScenarioSpec, data, self.doc))
 
@@ -138,33 +140,19 @@ def evaluate_chunk(spec, preset_dirs: tuple[str, ...], start: int, stop: int) ->
             fixed += list(zip(spec.zip_paths, spec.zip_rows[rest[i0]], strict=True))
         varied = {VECTOR_PATHS[spec.axes[k][0]]: np.asarray(spec.axes[k][1], dtype=np.int64)[picks[k][rows]]
                   for k in vec}
-        frames.append(_with_axes(_group(ctx, idx[rows], fixed, varied, [spec.axes[k][0] for k in vec]), fixed))
+        frames.append(_with_axes(_group(ctx, idx[rows], fixed, varied, [spec.axes[k][0] for k in vec]), fixed,
+                                 ctx.axis_columns))
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return out.sort_values("point", kind="stable", ignore_index=True) if len(out) else out
 
 
-def axis_columns(paths, names) -> list[str]:
-    """Columns for the grid keys that no output column names (``parallel.moe_gemm_kernel`` ->
-    ``moe_gemm_kernel``, the last key, as a failed group's rows name it): rows that differ only there then
-    tell apart. A key whose last part is a column, or ends or begins one (``serving.speculative.draft_tokens``
-    and ``speculative_draft_tokens``; ``serving.speculative`` and the ``speculative_*`` columns), has its
-    columns already."""
-    out = []
-    for path in paths:
-        leaf = path[-1]
-        if leaf not in out and not any(n == leaf or n.endswith(f"_{leaf}") or n.startswith(f"{leaf}_")
-                                       for n in names):
-            out.append(leaf)
-    return out
-
-
-def _with_axes(frame: pd.DataFrame, fixed) -> pd.DataFrame:
-    """The group's rows with its values of the grid keys ``axis_columns`` adds (a mapping or list value
-    as its text)."""
+def _with_axes(frame: pd.DataFrame, fixed, columns: dict[str, tuple]) -> pd.DataFrame:
+    """The group's rows with its values of the grid keys that have no record column (``columns``)."""
     if len(frame):
-        for leaf in axis_columns([p for p, _ in fixed], [c for c in frame.columns if c != "point"]):
-            value = next(v for p, v in fixed if p[-1] == leaf)
-            frame[leaf] = str(value) if isinstance(value, (dict, list)) else value
+        values = dict(fixed)
+        for name, path in columns.items():
+            if path in values:
+                frame[name] = cell(values[path])
     return frame
 
 
@@ -292,7 +280,7 @@ def _frame(cols: dict) -> pd.DataFrame:
 def _failed(ctx, points, fixed, varied, message) -> pd.DataFrame:
     if ctx.spec.keep != "all":
         return pd.DataFrame()
-    # the output column of a scenario path is its last key (parallel.tp -> tp, system.accelerator -> accelerator)
-    cols = {p[-1]: [v] * len(points) for p, v in fixed}
+    # the output column of a scenario path (axis_column: parallel.tp -> tp, system.accelerator -> accelerator)
+    cols = {axis_column(p): [cell(v)] * len(points) for p, v in fixed}
     cols.update({p[-1]: varied[k] for p, k in VECTOR_PATHS.items() if k in varied})
     return pd.DataFrame({"point": points, **cols, "infeasible_reason": message})

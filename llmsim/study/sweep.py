@@ -6,10 +6,9 @@ factor, the cumulative product and how much of the whole each factor accounts fo
 
 from __future__ import annotations
 
-import functools
-
 from llmsim.spec.errors import SpecError
 from llmsim.spec.sweep import SweepSpec
+from llmsim.study.columns import axis_columns, axis_paths, record_names
 
 
 def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, stop: int, front_only: bool = False):
@@ -87,45 +86,12 @@ def _numeric(rows, col: str):
     return pd.to_numeric(rows[col], errors="coerce").to_numpy(float)
 
 
-@functools.cache
-def _record_columns(mode: str, slo: bool = False) -> tuple[str, ...]:
-    """The columns of one ``mode`` point (the bundled default scenario's, evaluated; ``slo``: serving
-    with a service-level objective, which adds the SLO columns)."""
-    from llmsim.spec.presets import PresetRegistry
-    from llmsim.study.records import load, record
-
-    lengths = ["workload.input_len=128", "workload.output_len=16"]
-    overrides = {"training": [], "inference": ["workload.mode=inference", "workload.batch_size=1", *lengths],
-                 "serving": ["workload.mode=serving", "workload.concurrency=1", *lengths,
-                             *(["serving.slo_tpot_s=1"] if slo else [])]}[mode]
-    return tuple(record(load(None, PresetRegistry(), overrides)))
-
-
-def _has_slo(spec: SweepSpec) -> bool:
-    """Whether some point of the sweep serves under an SLO (in its base or on an axis)."""
-    serving = spec.base.get("serving")
-    keys = ("slo_ttft_s", "slo_tpot_s")
-    in_base = isinstance(serving, dict) and any(serving.get(k) is not None for k in keys)
-    on_axis = any(path == ("serving", k) and any(v is not None for v in values)
-                  for path, values in spec.axes for k in keys)
-    zipped = any(path == ("serving", k) and any(row[i] is not None for row in spec.zip_rows)
-                 for i, path in enumerate(spec.zip_paths) for k in keys)
-    return in_base or on_axis or zipped
-
-
 def expected_columns(spec: SweepSpec) -> list[str]:
     """The columns a sweep's rows have, known before any point is evaluated: the record's of each workload
-    mode the sweep runs, the compare columns, pareto_rank and infeasible_reason."""
-    workload = spec.base.get("workload")
-    modes = {workload.get("mode", "training") if isinstance(workload, dict) else "training"}
-    modes |= {v for path, values in spec.axes if path == ("workload", "mode") for v in values}
-    modes |= {row[i] for i, path in enumerate(spec.zip_paths) if path == ("workload", "mode") for row in spec.zip_rows}
-    names = ["point"]
-    for mode in sorted(m for m in modes if m in ("training", "inference", "serving")):
-        names += [c for c in _record_columns(mode, mode == "serving" and _has_slo(spec)) if c not in names]
-    from llmsim.study.evaluate import axis_columns
-
-    names += axis_columns([p for p, _ in spec.axes] + list(spec.zip_paths), names)
+    mode the sweep runs, the grid keys without a record column, the compare columns, pareto_rank and
+    infeasible_reason."""
+    names = record_names(spec)
+    names += list(axis_columns(axis_paths(spec), names))
     names += compare_columns(spec.compare) if spec.compare else []
     return names + (["pareto_rank"] if spec.objectives else []) + ["infeasible_reason"]
 

@@ -239,6 +239,10 @@ def test_the_sweep_says_how_many_points_it_left_out(tmp_path):
     assert "1 of 4 design points infeasible and left out; 'keep: all'" in r.stderr
     r = run_cli("sweep", str(path), "--jobs", "1", "--pareto-only", "-o", str(tmp_path / "front.csv"))
     assert "left out" not in r.stderr  # the front drops points by design
+    r = run_cli("sweep", str(path), "--jobs", "1", "--top", "10", "-o", str(tmp_path / "top.csv"))
+    assert "1 of 4 design points infeasible and left out" in r.stderr  # 3 rows < 10: all the feasible ones
+    r = run_cli("sweep", str(path), "--jobs", "1", "--top", "2", "-o", str(tmp_path / "top2.csv"))
+    assert "left out" not in r.stderr  # 2 rows of 3 feasible: --top cut them, not feasibility
 
 
 def test_pareto_only_reduces_each_chunk_to_its_front_without_losing_the_sweep_front(spec_file):

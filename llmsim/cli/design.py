@@ -88,7 +88,7 @@ def sweep_cmd(
     if not plan.rows:
         sys.stderr.write(f"llmsim sweep: no design point of {spec} is feasible; add 'keep: all' to the spec to see "
                          "each point's infeasible_reason\n")
-    elif plan.rows < n and sp.keep != "all" and not pareto_only and top is None:
+    elif plan.rows < n and sp.keep != "all" and not pareto_only and (top is None or plan.rows < top):
         sys.stderr.write(f"llmsim sweep: {n - plan.rows:,} of {n:,} design points infeasible and left out; 'keep: "
                          "all' keeps them with their infeasible_reason\n")
 

@@ -103,6 +103,18 @@ def test_recompute_flag_takes_the_modules_and_names_them_when_wrong():
     assert "--recompute selective:attn" in bad.stderr and "mla_up_proj" in bad.stderr
 
 
+def test_flag_values_reach_the_spec_as_typed_not_as_yaml():
+    from llmsim.study.records import overrides_from_flags
+
+    # a flag value is not YAML: '#' does not start a comment, braces are not a mapping; numbers and auto pass
+    texts = [t for _, t in overrides_from_flags({"recompute": "full # x", "model": "{a: 1}", "tp": "auto",
+                                                 "pp": "4", "devices": 8}, [])]
+    assert texts == ['parallel.recompute="full # x"', 'model="{a: 1}"', "parallel.tp=auto", "parallel.pp=4",
+                     "system.num_devices=8"]
+    bad = run_cli("estimate", "--recompute", "full # x")  # was read as `full` (YAML comment) until 2026-11-25
+    assert bad.returncode == 2 and "'full # x'" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_grad_reduce_dtype_and_optimizer_states_list_allowed_values(tmp_path, registry):
     err = _error(tmp_path, registry, BASE + "parallel:\n  grad_reduce_dtype: fp16\n")
     assert err.path == "parallel.grad_reduce_dtype" and err.line == 9

@@ -28,8 +28,26 @@ FLAG_PATHS = {
 def overrides_from_flags(flags: dict, sets: list[str]) -> list:
     """Overrides (``spec.load.Override``) of the flags given, each labelled with its flag for errors, then
     the ``--set`` ones."""
-    out = [(f"--{k.replace('_', '-')} {v}", f"{FLAG_PATHS[k]}={v}") for k, v in flags.items() if v is not None]
+    out = [(f"--{k.replace('_', '-')} {v}", f"{FLAG_PATHS[k]}={_flag_text(v)}") for k, v in flags.items()
+           if v is not None]
     return out + list(sets)
+
+
+def _flag_text(value) -> str:
+    """A flag's value as the YAML an override holds: text that YAML would read as something else than
+    itself (``full # x`` -> ``full``, ``{a: 1}``) is quoted, so the spec sees what the user typed; numbers
+    and ``auto`` pass as they are."""
+    import json
+
+    import yaml
+
+    if not isinstance(value, str):
+        return str(value)
+    try:
+        read = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return json.dumps(value)
+    return value if isinstance(read, (int, float)) or read == value else json.dumps(value)
 
 
 def load(path: str | Path | None, registry: PresetRegistry, overrides: list[str]):

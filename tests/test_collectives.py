@@ -89,6 +89,32 @@ def test_h100_nvlink_picks_nvls_for_large_all_reduce_and_matches_nccl_tests(regi
     assert busbw == pytest.approx(480, rel=0.02)
 
 
+def test_measured_ll_step_times_small_all_reduces_only(registry):
+    a100 = load(None, registry, ["system.network=dgx-a100"]).network
+    assert a100.tiers[0].ll_latency_s == pytest.approx(1.34e-6)  # preset: 8x A100 at 8 KiB measured 25.84 us
+    r = collective("all_reduce", 8192, path_of(a100, 1, 8))
+    assert (r.algorithm, r.protocol) == ("ring", "ll")
+    # ring LL: baseLat 7 us + 2 (8 - 1) hops x 1.34 us = 25.76 us, + 2 S (n-1)/n over half the link rate
+    # (LL: 8-byte flag per 8 bytes): 2 x 8192 x 7/8 / (0.5 x 300e9 x 0.82) = 0.117 us -> 25.88 us
+    assert r.time_s == pytest.approx(7e-6 + 14 * 1.34e-6 + 2 * 8192 * 7 / 8 / (0.5 * 300e9 * cal.SCALEUP_LINK_EFFICIENCY))
+    # NCCL's own model (hwLat LL 0.6 us = 0.18 x the 3.4 us Simple step) was 15.6 us against the measured 25.84
+    nccl = dataclasses.replace(a100, tiers=(dataclasses.replace(a100.tiers[0], ll_latency_s=None), *a100.tiers[1:]))
+    old = collective("all_reduce", 8192, path_of(nccl, 1, 8))
+    assert old.time_s == pytest.approx(7e-6 + 14 * 0.18 * 3.4e-6 + 2 * 8192 * 7 / 8 / (0.5 * 300e9 * 0.82), rel=1e-3)
+    # a bandwidth-bound all-reduce runs Simple and does not see the LL step
+    big = [collective("all_reduce", S, path_of(net, 1, 8)) for net in (a100, nccl)]
+    assert big[0].protocol == "simple" and big[0].time_s == big[1].time_s
+
+
+def test_ll_latency_key_is_checked(tmp_path):
+    (tmp_path / "networks").mkdir()
+    (tmp_path / "networks" / "n.yaml").write_text(
+        "name: n\ntiers:\n  - {name: nvl, size: 8, topology: switch, bw_gb_per_s_per_dir: 450,"
+        " latency_us: 3.4, ll_latency_us: -1}\n")
+    res = run_cli("--presets", str(tmp_path), "collective", "--network", "n", "--bytes", "8KiB")
+    assert res.returncode == 2 and "ll_latency_us" in res.stderr and "Traceback" not in res.stderr
+
+
 def test_placement_levels_and_torus_extents(registry):
     net = load(None, registry, ["system.network=dgx-h100"]).network
     assert [(lv.tier, lv.ranks) for lv in path_of(net, 1, 32).levels] == [("nvlink", 8), ("infiniband", 4)]

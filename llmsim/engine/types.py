@@ -110,6 +110,7 @@ class Tier:
     bw_bytes_per_s: float  # per device per direction
     latency_s: float
     oversubscription: float = 1.0
+    ll_latency_s: float | None = None  # NCCL LL step where measured; None: latency_s x PROTOCOLS['ll']
     in_network_reduction: bool = False
     dims: tuple[int, ...] = ()
     radix: int | None = None

@@ -78,6 +78,7 @@ def network_values(n: NetworkSpec) -> Network:
     return Network(name=n.name, tiers=tuple(
         Tier(name=t.name, size=t.size, topology=t.topology, bw_bytes_per_s=t.bw_gb_per_s_per_dir * GB,
              latency_s=t.latency_us * US, oversubscription=t.oversubscription,
+             ll_latency_s=None if t.ll_latency_us is None else t.ll_latency_us * US,
              in_network_reduction=t.in_network_reduction, dims=tuple(t.dims or ()), radix=t.radix,
              levels=t.levels, rail_optimized=t.rail_optimized, group_size=t.group_size,
              global_bw_bytes_per_s=(t.global_bw_gb_per_s_per_dir or 0.0) * GB)

@@ -89,6 +89,9 @@ class TierSpec(Strict):
     topology: Topology
     bw_gb_per_s_per_dir: PosFloat
     latency_us: NonNegFloat
+    # NCCL's LL-protocol step latency where a measured small-message all-reduce sets it; default
+    # latency_us x calibration.PROTOCOLS['ll'] (NCCL's hwLat LL / Simple ratio)
+    ll_latency_us: NonNegFloat | None = None
     oversubscription: PosFloat = 1.0
     in_network_reduction: bool = False
     dims: list[PosInt] | None = None

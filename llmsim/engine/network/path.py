@@ -9,6 +9,10 @@ import math
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
+from llmsim.engine.calibration import PROTOCOLS
+
+_LL_RATIO = PROTOCOLS["ll"][0]
+
 
 @dataclass(frozen=True)
 class Level:
@@ -23,6 +27,13 @@ class Level:
     line_bw_bytes_per_s: float = 0.0  # per-direction line rate (for in-network reduction)
     torus_extents: tuple[int, ...] = ()  # extent of the group in each torus dimension it uses
     scale_up: bool = False  # the innermost (node / scale-up) tier
+    ll_latency_s: float | None = None  # NCCL LL-protocol step where measured (None: latency_s x LL ratio)
+
+    @property
+    def ll_as_simple_s(self) -> float:
+        """The step latency the LL protocol sees, in Simple-protocol units (the tuner multiplies every
+        step latency by its protocol's ratio): ``latency_s`` unless a measured LL step is given."""
+        return self.latency_s if self.ll_latency_s is None else self.ll_latency_s / _LL_RATIO
 
 
 @dataclass(frozen=True)

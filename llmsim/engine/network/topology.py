@@ -79,7 +79,7 @@ def _level(network: Network, i: int, ranks: int, stride: int, span: int) -> Leve
     else:  # switch, full-mesh: oversubscription if the preset gives one
         bw /= tier.oversubscription
     return Level(tier.name, tier.topology, ranks, bw, tier.latency_s, tier.in_network_reduction,
-                 tier.bw_bytes_per_s, extents, scale_up=i == 0)
+                 tier.bw_bytes_per_s, extents, scale_up=i == 0, ll_latency_s=tier.ll_latency_s)
 
 
 def _members(n: int, inside: int, room: int) -> int:

@@ -59,15 +59,25 @@ class Stack:
     bw: tuple[np.ndarray, ...]
     lat: tuple[np.ndarray, ...]
     line_bw: tuple[np.ndarray, ...]
+    # per level the step latency LL sees in Simple units (Level.ll_as_simple_s), None where it is ``lat``
+    ll_lat: tuple[np.ndarray | None, ...]
 
     def take(self, at: np.ndarray) -> Stack:
         """Elements ``at`` (a path's levels repeated for each of its pairs)."""
-        return Stack(self.shape, *(tuple(a[at] for a in arrays) for arrays in
-                                   (self.ranks, self.bw, self.lat, self.line_bw)))
+        pick = lambda arrays: tuple(None if a is None else a[at] for a in arrays)
+        return Stack(self.shape, *(pick(arrays) for arrays in
+                                   (self.ranks, self.bw, self.lat, self.line_bw, self.ll_lat)))
 
     def part(self, a: int, b: int | None = None) -> Stack:
         s = slice(a, b)
-        return Stack(self.shape[s], self.ranks[s], self.bw[s], self.lat[s], self.line_bw[s])
+        return Stack(self.shape[s], self.ranks[s], self.bw[s], self.lat[s], self.line_bw[s], self.ll_lat[s])
+
+    def under(self, protocol: str) -> Stack:
+        """The levels as ``protocol`` sees them: LL takes a tier's measured LL step where it has one."""
+        if protocol != "ll" or all(a is None for a in self.ll_lat):
+            return self
+        lat = tuple(a if b is None else b for a, b in zip(self.lat, self.ll_lat, strict=True))
+        return Stack(self.shape, self.ranks, self.bw, lat, self.line_bw, self.ll_lat)
 
     @property
     def n(self) -> np.ndarray:
@@ -85,8 +95,11 @@ def stack(paths: list[Path]) -> Stack:
     """The levels of ``paths`` (one shape), one element per path."""
     cols = list(zip(*(p.levels for p in paths), strict=True))
     arr = lambda attr, dt: tuple(np.array([getattr(x, attr) for x in col], dtype=dt) for col in cols)
-    return Stack(shape_of(paths[0]), arr("ranks", np.int64), arr("bw_bytes_per_s", float),
-                 arr("latency_s", float), arr("line_bw_bytes_per_s", float))
+    lat = arr("latency_s", float)
+    ll = tuple(None if all(x.ll_latency_s is None for x in col) else np.array([x.ll_as_simple_s for x in col])
+               for col in cols)
+    return Stack(shape_of(paths[0]), arr("ranks", np.int64), arr("bw_bytes_per_s", float), lat,
+                 arr("line_bw_bytes_per_s", float), ll)
 
 
 def _flat(name: str, op: str, S, st: Stack, lat_x: float, bw_x: float):
@@ -213,7 +226,7 @@ def tune(op: str, S: np.ndarray, st: Stack, algorithm: str | None = None) -> tup
         elif name == "in-network-tree":
             out[i] = _in_network_tree(op, S, st)
         else:
-            out[i] = _flat(name, op, S, st, *cal.PROTOCOLS[proto])  # inf where it does not apply
+            out[i] = _flat(name, op, S, st.under(proto), *cal.PROTOCOLS[proto])  # inf where it does not apply
     pick = np.argmin(out, axis=0)
     t = np.take_along_axis(out, pick[None], axis=0)[0]
     return t, np.where(np.isinf(t), len(cands), pick), (*cands, NO_CANDIDATE)

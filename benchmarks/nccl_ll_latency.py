@@ -59,11 +59,15 @@ def time_us(net, n: int, size: float, algorithm: str | None = None) -> float:
 
 def solve(net, tier: int, algorithm: str, n: int, size: float, measured_us: float) -> float:
     """The LL step (s) on ``tier`` at which ``algorithm`` takes the measured time (bisection)."""
-    lo, hi = 0.0, 50e-6
+    hi_limit = 50e-6
+    lo, hi = 0.0, hi_limit
     for _ in range(60):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if time_us(with_ll(net, tier, mid), n, size, algorithm) < measured_us else (lo, mid)
-    return (lo + hi) / 2
+    step = (lo + hi) / 2
+    if not 0 < step < hi_limit * 0.999:  # the measured time lies outside what the step can reach
+        raise SystemExit(f"{n} ranks, {size} B: no LL step in (0, {hi_limit * 1e6:.0f} us) gives {measured_us} us")
+    return step
 
 
 def main() -> None:

@@ -106,6 +106,35 @@ def test_measured_ll_step_times_small_all_reduces_only(registry):
     assert big[0].protocol == "simple" and big[0].time_s == big[1].time_s
 
 
+def test_measured_ll_step_reaches_hierarchical_parts_all_to_all_and_mixed_stacks(registry):
+    import numpy as np
+
+    from llmsim.engine.network import tuner
+
+    h100 = load(None, registry, ["system.network=dgx-h100"]).network
+    # 8 KiB over 4 nodes: hierarchical wins - NVLink reduce-scatter and all-gather by ring LL (7 hops of
+    # 0.74 us each = 5.18 us, + 7 x 8192/8 B over half of 450 x 0.82 GB/s = 0.04 us), the 1 KiB across 4
+    # nodes by in-network reduction (SHARP, 25 us + 1 KiB / (50 x 0.61 GB/s) = 25.03 us), + 7 us launch
+    r = collective("all_reduce", 8192, path_of(h100, 1, 32))
+    assert r.algorithm == "hierarchical"
+    ring_part = 7 * 0.74e-6 + 7 * 1024 / (0.5 * 450e9 * cal.SCALEUP_LINK_EFFICIENCY)
+    sharp = cal.IN_NETWORK_LATENCY_S + 1024 / (50e9 * cal.IN_NETWORK_EFFICIENCY)
+    assert r.time_s == pytest.approx(7e-6 + 2 * ring_part + sharp, rel=1e-3)  # 42.47 us; nccl-tests#309: 46.8
+    # a small all-to-all on one node: pairwise LL, 7 steps of the measured 0.74 us + 7 us launch = 12.18 us
+    a2a = collective("all_to_all", 4096, path_of(h100, 1, 8))
+    assert (a2a.algorithm, a2a.protocol) == ("pairwise", "ll")
+    assert a2a.time_s == pytest.approx(7e-6 + 7 * 0.74e-6 + 4096 * 7 / 8 / (0.5 * 450e9 * 0.82 * 0.72 / 0.82), rel=1e-3)
+    # paths of one shape but different LL steps (A100 1.34 us, H100 0.74 us) tuned in one stack keep their own
+    a100 = load(None, registry, ["system.network=dgx-a100"]).network
+    paths = [path_of(a100, 1, 8), path_of(h100, 1, 8)]
+    tuner.forget()
+    t, _, _ = tuner.tune_pairs("all_reduce", np.array([8192.0, 8192.0]), np.array([0, 1]), paths)
+    assert t == pytest.approx([collective("all_reduce", 8192, p).time_s - cal.COLLECTIVE_BASE_LATENCY_S
+                               for p in paths], rel=1e-12)
+    assert t[0] - t[1] == pytest.approx(14 * (1.34e-6 - 0.74e-6) - 2 * 8192 * 7 / 8 / (0.5 * 0.82) * (1 / 450e9 - 1 / 300e9),
+                                        rel=1e-6)
+
+
 def test_ll_latency_key_is_checked(tmp_path):
     (tmp_path / "networks").mkdir()
     (tmp_path / "networks" / "n.yaml").write_text(

@@ -111,6 +111,15 @@ def test_flag_values_reach_the_spec_as_typed_not_as_yaml():
                                                  "pp": "4", "devices": 8}, [])]
     assert texts == ['parallel.recompute="full # x"', 'model="{a: 1}"', "parallel.tp=auto", "parallel.pp=4",
                      "system.num_devices=8"]
+    # blanks around a value go; null is the field's default; text YAML cannot read, or reads as a date, a
+    # boolean or a hex number, stays text (a one-line error naming the flag, not a traceback)
+    texts = [t for _, t in overrides_from_flags({"precision": " bf16 ", "kv_precision": "null", "model": "2024-13-01",
+                                                 "recompute": "yes", "tp": "0x10", "seq_len": "1e3"}, [])]
+    assert texts == ["workload.precision=bf16", "workload.kv_precision=null", 'model="2024-13-01"',
+                     'parallel.recompute="yes"', 'parallel.tp="0x10"', "workload.seq_len=1e3"]
+    for flag, value in (("--model", "2024-13-01"), ("--recompute", "!!float x"), ("--model", "[" * 3000)):
+        res = run_cli("estimate", flag, value)
+        assert res.returncode == 2 and "Traceback" not in res.stderr and res.stderr.count("\n") == 1
     bad = run_cli("estimate", "--recompute", "full # x")  # was read as `full` (YAML comment) until 2026-11-25
     assert bad.returncode == 2 and "'full # x'" in bad.stderr and "Traceback" not in bad.stderr
 

@@ -244,7 +244,8 @@ def tp_all_reduce(sc: Scenario, tp, stride, nbytes, with_names: bool = True):
     in a serving engine: NCCL's fastest algorithm, or (``parallel.tp_all_reduce: auto``) a one-shot custom
     all-reduce where the group lies inside one switched or fully meshed scale-up domain and that is
     faster. One-shot: one kernel (the engine's fixed cost per kernel), a flag barrier of one low-latency
-    hop (NCCL's LL step latency on the tier), then each rank reads its k - 1 peers' buffers over its own
+    hop (NCCL's hardware LL figure, 0.18 of the tier's Simple step: not the measured LL step of a whole
+    NCCL collective, which carries NCCL's protocol), then each rank reads its k - 1 peers' buffers over its own
     links and reduces them: (k - 1) S / B, B the tier's link rate as NCCL's paths get it. TensorRT-LLM's
     AllReduceStrategy ONESHOT (customAllReduceKernels.cu), vLLM and SGLang's custom_all_reduce.cuh
     (cross_device_reduce_1stage) and PyTorch's intra-node comm (gpt-fast's tensor-parallel command sets

@@ -110,7 +110,6 @@ class Tier:
     bw_bytes_per_s: float  # per device per direction
     latency_s: float
     oversubscription: float = 1.0
-    ll_latency_s: float | None = None  # NCCL LL step where measured; None: latency_s x PROTOCOLS['ll']
     in_network_reduction: bool = False
     dims: tuple[int, ...] = ()
     radix: int | None = None
@@ -118,6 +117,7 @@ class Tier:
     rail_optimized: bool = False
     group_size: int | None = None
     global_bw_bytes_per_s: float = 0.0
+    ll_latency_s: float | None = None  # NCCL LL step where measured; None: latency_s x PROTOCOLS['ll']
 
 
 @dataclass(frozen=True)

@@ -35,19 +35,23 @@ def overrides_from_flags(flags: dict, sets: list[str]) -> list:
 
 def _flag_text(value) -> str:
     """A flag's value as the YAML an override holds: text that YAML would read as something else than
-    itself (``full # x`` -> ``full``, ``{a: 1}``) is quoted, so the spec sees what the user typed; numbers
-    and ``auto`` pass as they are."""
+    itself (``full # x`` -> ``full``, ``{a: 1}``, ``yes`` -> true, ``0x10`` -> 16) is quoted, so the spec
+    sees what the user typed (less surrounding blanks); plain numbers, ``auto`` and an empty or ``null``
+    value (the field's default) pass as they are."""
     import json
+    import re
 
     import yaml
 
     if not isinstance(value, str):
         return str(value)
+    text = value.strip()
     try:
-        read = yaml.safe_load(value)
-    except yaml.YAMLError:
-        return json.dumps(value)
-    return value if isinstance(read, (int, float)) or read == value else json.dumps(value)
+        read = yaml.safe_load(text)
+    except Exception:  # noqa: BLE001 - any text YAML cannot read (bad dates, tags, deep nesting) is text
+        return json.dumps(text)
+    plain_number = type(read) in (int, float) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text)
+    return text if read is None or plain_number or read == text else json.dumps(text)
 
 
 def load(path: str | Path | None, registry: PresetRegistry, overrides: list[str]):

@@ -124,14 +124,18 @@ def test_measured_ll_step_reaches_hierarchical_parts_all_to_all_and_mixed_stacks
     a2a = collective("all_to_all", 4096, path_of(h100, 1, 8))
     assert (a2a.algorithm, a2a.protocol) == ("pairwise", "ll")
     assert a2a.time_s == pytest.approx(7e-6 + 7 * 0.74e-6 + 4096 * 7 / 8 / (0.5 * 450e9 * 0.82 * 0.72 / 0.82), rel=1e-3)
-    # paths of one shape but different LL steps (A100 1.34 us, H100 0.74 us) tuned in one stack keep their own
+    # paths of one shape (a switch without NVLS) but different LL steps (A100 1.34 us, H800 0.74 us) tuned
+    # in one stack keep their own
     a100 = load(None, registry, ["system.network=dgx-a100"]).network
-    paths = [path_of(a100, 1, 8), path_of(h100, 1, 8)]
+    h800 = load(None, registry, ["system.network=hgx-h800"]).network
+    paths = [path_of(a100, 1, 8), path_of(h800, 1, 8)]
+    assert tuner.shape_of(paths[0]) == tuner.shape_of(paths[1])
     tuner.forget()
     t, _, _ = tuner.tune_pairs("all_reduce", np.array([8192.0, 8192.0]), np.array([0, 1]), paths)
     assert t == pytest.approx([collective("all_reduce", 8192, p).time_s - cal.COLLECTIVE_BASE_LATENCY_S
                                for p in paths], rel=1e-12)
-    assert t[0] - t[1] == pytest.approx(14 * (1.34e-6 - 0.74e-6) - 2 * 8192 * 7 / 8 / (0.5 * 0.82) * (1 / 450e9 - 1 / 300e9),
+    # ring LL: 14 hops each, and 2 x 7/8 x 8 KiB over half the link rate (300 vs 200 GB/s x 0.82)
+    assert t[0] - t[1] == pytest.approx(14 * (1.34e-6 - 0.74e-6) + 2 * 8192 * 7 / 8 / (0.5 * 0.82) * (1 / 300e9 - 1 / 200e9),
                                         rel=1e-6)
 
 

@@ -1,7 +1,7 @@
 """Where the network presets' `ll_latency_us` come from, and how `llmsim collective --op all_reduce` compares
 with the published small-message nccl-tests runs (not a test).
 
-    python benchmarks/nccl_ll_latency.py
+    python benchmarks/nccl_ll_latency.py [--plot docs/img/allreduce-small-messages.png]
 
 Below ~1 MiB an NCCL all-reduce is latency-bound and runs the LL protocol: a fixed launch cost
 (`calibration.COLLECTIVE_BASE_LATENCY_S`, NCCL's baseLat) plus a step latency per hop of the algorithm
@@ -47,6 +47,41 @@ ROWS = [
 ]
 
 
+# The same 8x A100 MPI run, every size (out-of-place us), for the plot: 8 B - 4 GiB
+A100_MPI_SWEEP = {
+    8: 20.26, 16: 17.90, 32: 20.75, 64: 22.30, 128: 23.91, 256: 23.61, 512: 24.36, 1024: 24.43, 2048: 24.32,
+    4096: 25.29, 8192: 25.84, 16384: 26.15, 32768: 30.25, 65536: 31.82, 131072: 31.90, 262144: 27.65,
+    524288: 28.11, 1048576: 37.89, 2097152: 55.39, 4194304: 81.66, 8388608: 130.6, 16777216: 213.3,
+    33554432: 377.6, 67108864: 615.7, 134217728: 1181.6, 268435456: 2218.2, 536870912: 4248.8,
+    1073741824: 8244.5, 2147483648: 16288, 4294967296: 32285,
+}
+
+
+def plot(path: str, measured_step, nccl_model) -> None:
+    """Measured 8x A100 all-reduce time against llmsim with NCCL's LL constant and with the measured step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(A100_MPI_SWEEP)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.loglog(sizes, [A100_MPI_SWEEP[b] for b in sizes], "ko", ms=4, label="measured (nccl-tests, mpirun -np 8)")
+    ax.loglog(sizes, [time_us(nccl_model, 8, b) for b in sizes], "--", color="0.55",
+              label="llmsim, NCCL's LL constant (0.6 us a hop)")
+    ax.loglog(sizes, [time_us(measured_step, 8, b) for b in sizes], "-", color="tab:blue",
+              label="llmsim, LL step measured at 8 KiB (1.34 us)")
+    ax.axvline(8192, color="tab:blue", lw=0.6, ls=":")
+    ax.set_xlabel("all-reduce buffer per GPU (bytes)")
+    ax.set_ylabel("time (us)")
+    ax.set_title("8x A100-SXM4-80GB all-reduce: measured vs llmsim (dgx-a100)")
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    print(f"wrote {path}")
+
+
 def with_ll(net, tier: int, ll_s: float):
     tiers = list(net.tiers)
     tiers[tier] = dataclasses.replace(tiers[tier], ll_latency_s=ll_s)
@@ -70,7 +105,7 @@ def solve(net, tier: int, algorithm: str, n: int, size: float, measured_us: floa
     return step
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     registry = PresetRegistry()
     nccl_model = {p: network_values(registry.get("networks", p)) for p in {r[0] for r in ROWS}}
     nccl_model = {p: dataclasses.replace(net, tiers=tuple(dataclasses.replace(t, ll_latency_s=None)
@@ -96,6 +131,8 @@ def main() -> None:
         shipped = network_values(registry.get("networks", preset)).tiers[tier].ll_latency_s
         print(f"{preset} tier {tier}: derived {value * 1e6:.2f} us, preset "
               f"{'none' if shipped is None else f'{shipped * 1e6:.2f} us'}")
+    if argv[:1] == ["--plot"] and len(argv) == 2:
+        plot(argv[1], network_values(registry.get("networks", "dgx-a100")), nccl_model["dgx-a100"])
 
 
 def _derived_net(net, preset: str, derived: dict):
@@ -106,4 +143,6 @@ def _derived_net(net, preset: str, derived: dict):
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

@@ -1,3 +1,3 @@
 """llmsim: analytical performance-and-cost modelling of LLM training and inference systems."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

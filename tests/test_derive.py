@@ -8,14 +8,18 @@ from llmsim.spec.derive import compute_scale, derive_accelerator, node_ratios
 from llmsim.spec.hardware import AcceleratorSpec
 
 
-def test_node_ratios_n7_to_n5():
-    # product densities 98 / 66 MTr/mm2; TSMC N5 vs N7: 15% faster, 30% less energy per op
-    d, s, e = node_ratios(technology("logic"), "n7", "n5")
-    assert (d, s, e) == pytest.approx((98 / 66, 1.15, 0.70))
-    # two steps multiply: N7 -> N3 = 1.15 x 1.18 faster, 0.70 x 0.66 the energy
-    assert node_ratios(technology("logic"), "n7", "n3")[1:] == pytest.approx((1.15 * 1.18, 0.70 * 0.66))
-    # going back inverts
-    assert node_ratios(technology("logic"), "n5", "n7") == pytest.approx((66 / 98, 1 / 1.15, 1 / 0.70))
+def test_node_ratios_chain_the_foundry_steps_by_hand():
+    # TSMC's published step gains (speed at iso-power, energy per op at iso-speed), multiplied by hand:
+    # V100's N16 (25.9 MTr/mm2) -> N3E (127) over N7 (+35%, 0.35x), N5 (+15%, 0.70x), N3E (+18%, 0.66x):
+    #   density 127 / 25.9 = 4.903475, speed 1.35 x 1.15 x 1.18 = 1.831950, energy 0.35 x 0.70 x 0.66 = 0.161700
+    logic = technology("logic")
+    assert node_ratios(logic, "n16", "n3") == pytest.approx((4.903475, 1.831950, 0.161700), rel=1e-6)
+    # back from N3E to N16: the reciprocals, 0.203937, 0.545866, 6.184292
+    assert node_ratios(logic, "n3", "n16") == pytest.approx((0.203937, 0.545866, 6.184292), rel=1e-6)
+    # A16 and A14 are both one step from N2 (A16: 161 MTr/mm2, +8%, 0.85x; A14: 175, +10%, 0.75x), so
+    # A16 -> A14 goes through N2: density 175 / 161 = 1.086957, speed 1.10 / 1.08 = 1.018519,
+    # energy 0.75 / 0.85 = 0.882353
+    assert node_ratios(logic, "a16", "a14") == pytest.approx((1.086957, 1.018519, 0.882353), rel=1e-6)
 
 
 def test_compute_scale_at_a_power_budget():

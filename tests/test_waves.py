@@ -51,12 +51,27 @@ def _brute(t, n, i, o, budget, chunked):
     return ttft, tpot, wave, n / wave
 
 
-def test_sglang_defaults_to_prefill_first_and_the_others_mix(registry):
-    for engine, want in (("sglang", "prefill_first"), ("vllm", "mixed"), ("tensorrt-llm", "mixed"),
-                         ("generic", "mixed")):
-        assert _load(registry, "workload.concurrency=8", f"serving.engine={engine}").serving.scheduler == want
-    sc = _load(registry, "workload.concurrency=8", "serving.engine=sglang", "serving.scheduler=mixed")
-    assert sc.serving.scheduler == "mixed"
+def test_sglang_runs_a_closed_loop_in_waves_by_hand(registry):
+    # SGLang on an H100 (chunked_prefill_size 8,192 under 160 GB) prefills before it decodes: 20 requests of
+    # 1,000 prompt tokens are 20,000 tokens in steps of 8,192, 8,192 and 3,616 (t8 = t(0, 8192), t3 =
+    # t(0, 3616)). Prompts 1-8 end in step 1 (8 x 1,000 <= 8,192), 9-16 in step 2 (16,000 <= 16,384),
+    # 17-20 in step 3: TTFT = (8 t8 + 8 x 2 t8 + 4 (2 t8 + t3)) / 20 = 1.6 t8 + 0.2 t3; then the 20 decode
+    # 99 steps together: E2E = 2 t8 + t3 + 99 t(20, 0), TPOT = (E2E - TTFT) / 99. vLLM V1 mixes prompt
+    # chunks into decode steps: no waves, TTFT far below the wave's; so does SGLang told to mix (the
+    # scenario's scheduler wins over the engine's default), with the same 8,192 budget and step times
+    sglang = _load(registry, "workload.concurrency=20", "serving.engine=sglang")
+    t = _step(sglang)
+    t8, t3, td = t(0, 8192), t(0, 3616), t(20, 0)
+    ttft, e2e = 1.6 * t8 + 0.2 * t3, 2 * t8 + t3 + 99 * td
+    row = est.record(sglang)
+    assert row["ttft_s"] == pytest.approx(ttft, rel=1e-9)
+    assert row["e2e_latency_s"] == pytest.approx(e2e, rel=1e-9)
+    assert row["tpot_s"] == pytest.approx((e2e - ttft) / 99, rel=1e-9)
+    assert row["requests_per_s"] == pytest.approx(20 / e2e, rel=1e-9)
+    vllm = est.record(_load(registry, "workload.concurrency=20", "serving.engine=vllm"))
+    assert vllm["ttft_s"] < ttft / 4
+    told = est.record(_load(registry, "workload.concurrency=20", "serving.engine=sglang", "serving.scheduler=mixed"))
+    assert told["ttft_s"] == pytest.approx(vllm["ttft_s"], rel=1e-9)
 
 
 def test_a_wave_by_hand(registry):

@@ -36,7 +36,6 @@ GRAD_DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0}
 # the fp32 master, plus fp32 m, v (10; NeMo's default for bf16 O2 with an fp32 optimizer,
 # megatron_base_model.py); Apex with optim.dtype bf16 keeps bf16 m, v and no master (4)
 OPTIMIZER_STATE_BYTES = {"fp32": 12.0, "fp32-remainders": 10.0, "bf16": 4.0}
-OPTIMIZER_BYTES = OPTIMIZER_STATE_BYTES["fp32"]
 
 
 def grad_bytes(precision: str = "bf16", grad_dtype: str = "auto") -> float:

@@ -13,8 +13,6 @@ from typing import Any
 
 from llmsim.atomic import atomic_file
 
-FORMATS = ("table", "csv", "json")
-
 
 def _plain(value: Any) -> Any:
     """JSON/CSV-friendly scalar (numpy scalars -> Python, NaN -> None)."""

@@ -9,7 +9,6 @@ from pydantic import Field, model_validator
 
 from llmsim.spec.base import NonNegFloat, NonNegInt, PosFloat, PosInt, Sources, Strict
 
-Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
 
 

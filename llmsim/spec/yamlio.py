@@ -32,7 +32,6 @@ def _loader(text: str):
 MAX_NODES = 100_000  # values in a document with its aliases expanded: far above any scenario, sweep or preset
 MAX_DEPTH = 100  # nesting of lists and mappings
 STDIN = "-"  # the file name that means standard input
-Path_ = tuple  # a location inside a document: ("parallel", "tp") or ("tiers", 0, "size")
 
 
 @dataclass

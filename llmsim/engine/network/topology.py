@@ -33,11 +33,6 @@ def strides(order: tuple[str, ...], degrees: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def group_span(order: tuple[str, ...], degrees: dict[str, int], dim: str) -> int:
-    """Consecutive ranks a ``dim`` group spans."""
-    return strides(order, degrees)[dim] * degrees[dim]
-
-
 def torus_extents(dims: tuple[int, ...], stride: int, count: int) -> tuple[int, ...]:
     """Extent in each torus dimension (filled in order) of ``count`` ranks ``stride`` apart."""
     out = []
@@ -110,11 +105,6 @@ def path_of(network: Network, stride: int, n: int) -> Path:
 def group_path(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Path:
     """The path a ``dim`` group communicates over."""
     return path_of(network, strides(order, degrees)[dim], degrees[dim])
-
-
-def neighbour_path(network: Network, order: tuple[str, ...], degrees: dict[str, int], dim: str) -> Path:
-    """The path between a rank and its next ``dim`` neighbour (pipeline send/recv)."""
-    return path_of(network, strides(order, degrees)[dim], 2 if degrees[dim] > 1 else 1)
 
 
 REMEMBERED = 64  # group_collectives calls kept: a sweep's neighbouring groups (the same model and

@@ -77,7 +77,7 @@ def test_chiplets_beat_one_large_die_past_a_crossover_at_high_defect_density():
 
 @pytest.mark.parametrize("name,analyst", [("h100-sxm", 3320), ("b200", 6400), ("mi300x", 5300)])
 def test_manufacturing_cost_within_35_percent_of_analyst_boms(registry, name, analyst):
-    # analyst BOMs: ../shared/data/hardware.md sec. 3.9 (Silicon Analysts cost bridge)
+    # analyst BOMs: Silicon Analysts cost bridge https://siliconanalysts.com/tools/cost-bridge
     cost = accelerator_cost(registry.get("accelerators", name))["device_cost_usd"]
     assert cost == pytest.approx(analyst, rel=0.35)
 

@@ -55,7 +55,7 @@ KERNEL_OVERHEAD_S = _FITTED_VALUES["KERNEL_OVERHEAD_S"]
 INFERENCE_KERNEL_OVERHEAD_S = _FITTED_VALUES["INFERENCE_KERNEL_OVERHEAD_S"]
 
 # Matmul efficiency when a device preset has no MAMF figure: NVIDIA BF16 default of
-# ../shared/data/hardware.md sec. 1.3 ("gemm_eff = 0.75").
+# 0.75, from ml-engineering's MAMF table (H100 80%, B200 78%, GB200 73%; github.com/stas00/ml-engineering).
 DEFAULT_MATMUL_FRACTION = 0.75
 
 # GEMMs whose smallest dimension is small waste tiles (tile/wave quantisation). Efficiency is scaled by
@@ -152,8 +152,8 @@ PREFILL_CHUNK_TOKENS = 8192
 # small model; 20 ms allows for the larger grad-norm reductions and loggers of big runs.
 STEP_OVERHEAD_S = 0.02
 
-# Collective-library constants (NCCL's analytical tuner, src/graph/tuning.cc, ../shared/data/hardware.md
-# sec. 2.3): a fixed launch cost per collective (baseLat 6.6-8.4 us), and per protocol a (latency,
+# Collective-library constants (NCCL's analytical tuner, src/graph/tuning.cc in github.com/NVIDIA/nccl,
+# master 2026): a fixed launch cost per collective (baseLat 6.6-8.4 us), and per protocol a (latency,
 # bandwidth) multiplier on a tier's Simple-protocol step latency and link bandwidth: LL 0.6/3.4 us on
 # NVLink at half the bandwidth (8-byte flag per 8 bytes), LL128 1.9/3.4 us at 0.92 of it.
 COLLECTIVE_BASE_LATENCY_S = 7.0e-6

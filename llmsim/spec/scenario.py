@@ -175,7 +175,7 @@ class CostSpec(Strict):
     """Prices and rates for system cost and cost per token; every default has its source."""
 
     # non-GPU content of a DGX H100 (CPUs, memory, NICs, NVSwitch baseboard, chassis) ~$32k per 8 GPUs
-    # (SemiAnalysis BOM via Epoch AI, ../shared/data/hardware.md sec. 3.9)
+    # (SemiAnalysis BOM via Epoch AI, https://github.com/epoch-research/training-cost-trends)
     host_usd_per_device: float = Field(default=4000.0, ge=0)
     # DGX H100 draws 10.2 kW at most, 8 x 700 W of it GPUs: 4.6 kW / 8 (NVIDIA DGX H100 datasheet)
     host_power_w_per_device: float = Field(default=575.0, ge=0)

@@ -1,6 +1,6 @@
 """Silicon and package cost of an accelerator: dies per wafer, yield, known-good dies, 2.5D assembly, HBM.
 
-Formulas follow ../shared/data/hardware.md sec. 3 (the Chiplet Actuary, Feng & Ma, DAC 2022, arXiv
+Formulas follow the Chiplet Actuary (Feng & Ma, DAC 2022, github.com/Yinxiao-Feng/chiplet-actuary, arXiv
 2203.12268, and the yield literature). A package holds logic dies (one or several chiplets, each on its
 node) and HBM stacks on an interposer; it is built from known-good dies (KGD), and a failed assembly
 loses every good die in it:

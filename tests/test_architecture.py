@@ -16,11 +16,12 @@ ROOT = Path(__file__).resolve().parent.parent / "llmsim"
 ALLOWED = {
     "engine": set(),
     "spec": {"engine"},
-    "study": {"engine", "spec"},
-    "validation": {"engine", "spec", "study", "atomic"},
-    "output": {"engine", "spec", "study", "atomic"},
-    "cli": {"engine", "spec", "study", "validation", "output", "atomic"},
+    "study": {"engine", "spec", "schema"},
+    "validation": {"engine", "spec", "study", "atomic", "schema"},
+    "output": {"engine", "spec", "study", "atomic", "schema"},
+    "cli": {"engine", "spec", "study", "validation", "output", "atomic", "schema"},
     "atomic": set(),
+    "schema": set(),  # the output contract: data only
 }
 MAX_LINES = 400
 

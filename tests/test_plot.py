@@ -118,7 +118,7 @@ def test_front_and_directions():
 
 
 @pytest.mark.parametrize("col, label", [
-    ("tokens_per_s", "tokens/s"),
+    ("tokens_per_s", "throughput (tokens/s)"),
     ("throughput_tokens_per_s_per_device", "throughput (tokens/s per device)"),
     ("cost_per_million_tokens_usd", "cost per million tokens (USD)"),
     ("step_time_s", "step time (s)"),

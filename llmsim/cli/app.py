@@ -17,6 +17,7 @@ import typer
 from llmsim import __version__
 from llmsim.atomic import WriteError
 from llmsim.cli.collective import collective_cmd
+from llmsim.cli.columns import columns_cmd
 from llmsim.cli.design import cost_cmd, search_cmd, sweep_cmd
 from llmsim.cli.estimate import check, estimate
 from llmsim.cli.plot import make_plot_app
@@ -62,6 +63,7 @@ app.command("calibrate")(calibrate_cmd)
 app.command("sweep")(sweep_cmd)
 app.command("search")(search_cmd)
 app.command("cost")(cost_cmd)
+app.command("columns")(columns_cmd)
 app.add_typer(make_plot_app(estimate), name="plot")
 
 

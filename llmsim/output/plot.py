@@ -16,6 +16,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from llmsim import schema
 from llmsim.atomic import atomic_file
 
 ACRONYMS = {"mfu", "ttft", "tpot", "e2e", "kv", "tp", "pp", "dp", "cp", "ep", "hbm", "gpus", "usd"}
@@ -23,7 +24,6 @@ ACRONYMS = {"mfu", "ttft", "tpot", "e2e", "kv", "tp", "pp", "dp", "cp", "ep", "h
 UNITS = (("_flop_per_byte", "FLOP/byte"), ("_usd", "USD"), ("_gb_s", "GB/s"), ("_gb", "GB"),
          ("_ms", "ms"), ("_j", "J"), ("_w", "W"), ("_s", "s"))
 PER_SECOND = re.compile(r"_per_s(?=_|$)")  # tokens_per_s, tokens_per_s_per_device; not layers_per_stage
-MINIMIZE_SUFFIXES = ("_usd", "_s", "_ms", "_gb", "_j", "_w")
 FRONT_COLOR, FADED = "#1f3b73", "#9a9a9a"
 PHASE_MARKERS = {"layer fwd+bwd": "o", "prefill": "s", "decode step": "^"}
 
@@ -34,14 +34,13 @@ def _words(name: str) -> str:
 
 
 def axis_label(col: str) -> str:
-    """A readable axis label with the unit taken from the column's suffix.
-
-    ``tokens_per_s`` -> "tokens/s", ``throughput_tokens_per_s_per_device`` -> "throughput (tokens/s per
-    device)", ``cost_per_million_tokens_usd`` -> "cost per million tokens (USD)", ``mfu`` -> "MFU
-    (fraction of peak)".
-    """
-    if col == "mfu":
-        return "MFU (fraction of peak)"
+    """A readable axis label with its unit: a declared column's label and unit (``llmsim columns``:
+    ``throughput_tokens_per_s_per_device`` -> "throughput (tokens/s per device)"); any other column's
+    (a grid key's, a ``collective`` or ``--ops`` CSV's) from its name and the unit its suffix names
+    (``busbw_gb_s`` -> "busbw (GB/s)")."""
+    declared = schema.get(col)
+    if declared is not None:
+        return declared.axis_label
     if PER_SECOND.search(col):
         base, per = PER_SECOND.split(col, maxsplit=1)
         *head, thing = base.split("_")
@@ -56,12 +55,9 @@ def axis_label(col: str) -> str:
 
 
 def infer_maximize(col: str) -> bool | None:
-    """True if larger is better (throughput, MFU), False if smaller is (cost, time, memory); else None."""
-    if col == "mfu" or "throughput" in col or PER_SECOND.search(col) or col.endswith("_gb_s"):
-        return True
-    if col.endswith(MINIMIZE_SUFFIXES) or "memory" in col or "latency" in col:
-        return False
-    return None
+    """True if larger is better (throughput, MFU), False if smaller is (cost, time, memory), as the output
+    schema declares it (``llmsim columns``); None for an input or a column it does not declare."""
+    return schema.maximize(col)
 
 
 def front_mask(x: np.ndarray, y: np.ndarray, x_max: bool, y_max: bool) -> np.ndarray:

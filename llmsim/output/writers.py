@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from llmsim import schema
 from llmsim.atomic import atomic_file
 
 
@@ -97,10 +98,8 @@ def write_atomic(path: str | Path, text: str) -> None:
     write_atomic_parts(path, [text])
 
 
-# integer columns of sweep frames: shown as integers even where infeasible rows leave them empty
-INT_COLUMNS = ("num_devices", "tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages", "zero_stage",
-               "seq_len", "global_batch_size", "microbatches", "layers_per_stage", "pareto_rank", "input_len",
-               "output_len")
+# integer columns of sweep frames (llmsim.schema): shown as integers even where infeasible rows leave them empty
+INT_COLUMNS = tuple(c.name for c in schema.COLUMNS if c.kind == "int")
 
 
 def frame_records(frame, columns: list[str]) -> list[dict]:

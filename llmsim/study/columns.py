@@ -1,27 +1,19 @@
-"""The columns of a sweep's rows: the record's of each workload mode a sweep runs, and the columns of the grid
-keys that no record column names (used by ``sweep.expected_columns`` before the run and by each worker's
-groups in ``evaluate``)."""
+"""The columns of a sweep's rows: the record's of each workload mode a sweep runs (``llmsim.schema``),
+and the columns of the grid keys that no record column names (used by ``sweep.expected_columns`` before
+the run and by each worker's groups in ``evaluate``)."""
 
 from __future__ import annotations
 
-import functools
 import json
 
+from llmsim import schema
 from llmsim.spec.sweep import SweepSpec
 
 
-@functools.cache
 def record_columns(mode: str, slo: bool = False) -> tuple[str, ...]:
-    """The columns of one ``mode`` point (the bundled default scenario's, evaluated; ``slo``: serving
-    with a service-level objective, which adds the SLO columns)."""
-    from llmsim.spec.presets import PresetRegistry
-    from llmsim.study.records import load, record
-
-    lengths = ["workload.input_len=128", "workload.output_len=16"]
-    overrides = {"training": [], "inference": ["workload.mode=inference", "workload.batch_size=1", *lengths],
-                 "serving": ["workload.mode=serving", "workload.concurrency=1", *lengths,
-                             *(["serving.slo_tpot_s=1"] if slo else [])]}[mode]
-    return tuple(record(load(None, PresetRegistry(), overrides)))
+    """The columns of one ``mode`` point, as declared in ``llmsim.schema`` (``slo``: serving with a
+    service-level objective, which adds the SLO columns)."""
+    return tuple(c.name for c in schema.for_mode(mode, *(("slo",) if slo else ())))
 
 
 def has_slo(spec: SweepSpec) -> bool:

@@ -63,7 +63,13 @@ def load(path: str | Path | None, registry: PresetRegistry, overrides: list[str]
 
 
 def record(sc) -> dict:
-    """Inputs and every output column of one design point, flat."""
+    """Inputs and every output column of one design point, flat, in the declared order (``llmsim.schema``)."""
+    from llmsim import schema
+
+    return schema.order(_record(sc))
+
+
+def _record(sc) -> dict:
     from llmsim.engine.columns import first_row
 
     w = sc.workload

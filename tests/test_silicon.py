@@ -37,7 +37,7 @@ def test_yields_by_hand():
     assert die_yield(100, 0.1, "murphy") == pytest.approx(((1 - math.exp(-0.1)) / 0.1) ** 2)  # 0.9056
     assert die_yield(100, 0.1, "seeds") == pytest.approx(1 / 1.1)  # 0.9091
     assert die_yield(100, 0.1, "negative-binomial") == pytest.approx(1.01 ** -10)  # 0.9053
-    # 800 mm2 (hardware.md sec. 3.7, B200 row): 0.449 / 0.474 / 0.556 / 0.463
+    # 800 mm2 (x = 0.8): e^-0.8, ((1 - e^-0.8)/0.8)^2, 1/1.8, 1.08^-10 = 0.449 / 0.474 / 0.556 / 0.463
     assert die_yield(800, 0.1, "poisson") == pytest.approx(0.449, abs=5e-4)
     assert die_yield(800, 0.1, "murphy") == pytest.approx(0.474, abs=5e-4)
     assert die_yield(800, 0.1, "seeds") == pytest.approx(0.556, abs=5e-4)

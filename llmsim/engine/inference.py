@@ -233,7 +233,7 @@ def inference_point(sc: Scenario) -> tuple[Split, np.ndarray, np.ndarray, np.nda
 
 
 def estimate_inference(sc: Scenario) -> dict:
-    """All inference output columns of one design point (contract in DESIGN.md)."""
+    """All inference output columns of one design point (contract in docs/columns.md)."""
     sp, batch, isl, osl = inference_point(sc)
     cols = inference_columns(sc, sp, batch, isl, osl, np.array([sc.num_devices]))
     return first_row(cols)

@@ -155,7 +155,7 @@ def _path_tier(net, stride, n):
 
 
 def estimate_training(sc: Scenario) -> dict:
-    """All output columns of one training design point (contract in DESIGN.md)."""
+    """All output columns of one training design point (contract in docs/columns.md)."""
     sp = resolve_split(sc)
     cols = training_columns(sc, sp.as_column(), np.array([sc.num_devices]), np.array([sc.workload.global_batch_size]))
     return first_row(cols)

@@ -1,9 +1,10 @@
-"""The sweep spec (DESIGN.md, "Sweep spec"): ``base`` (a scenario mapping, or the path of a scenario file),
-``grid`` (dotted path -> list, range ``{from, to, mul}`` / ``{from, to, step}``, or ``auto`` for a parallel
-degree), ``zip`` (dotted path -> lists of equal length, varied together), ``constraints`` (expressions over
-output columns), ``objectives`` (``- maximize: col`` / ``- minimize: col``), ``keep: feasible | all``,
-``compare: COLUMN``. ``load_sweep`` checks a file and returns a ``SweepSpec``, whose point i is decoded
-from its index (mixed radix over the axes), so that each worker expands its own index range.
+"""The sweep spec (README, "Sweep a design space"): ``base`` (a scenario mapping, or the path of a scenario
+file), ``grid`` (dotted path -> list, range ``{from, to, mul}`` / ``{from, to, step}``, or ``auto`` for a
+parallel degree), ``zip`` (dotted path -> lists of equal length, varied together), ``constraints``
+(expressions over output columns), ``objectives`` (``- maximize: col`` / ``- minimize: col``),
+``keep: feasible | all``, ``compare: COLUMN``. ``load_sweep`` checks a file and returns a ``SweepSpec``,
+whose point i is decoded from its index (mixed radix over the axes), so that each worker expands its own
+index range.
 """
 
 from __future__ import annotations

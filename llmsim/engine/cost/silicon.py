@@ -51,7 +51,8 @@ def dies_per_wafer(area_mm2, diameter_mm=WAFER_DIAMETER_MM, edge_mm=EDGE_EXCLUSI
 
 
 def die_yield(area_mm2, d0_per_cm2, model: str = "negative-binomial", alpha: float = NB_CLUSTERING):
-    """Fraction of good dies of ``area_mm2`` at defect density ``d0_per_cm2`` (hardware.md sec. 3.2)."""
+    """Fraction of good dies of ``area_mm2`` at defect density ``d0_per_cm2`` (negative binomial as in the
+    Chiplet Actuary, Feng & Ma, DAC 2022, arXiv 2203.12268; Poisson, Murphy 1964, Seeds, Moore)."""
     x = d0_per_cm2 * area_mm2 / 100.0  # expected defects per die (A in cm2)
     if model == "poisson":
         return np.exp(-x)

@@ -47,7 +47,7 @@ def scale_out_per_device(net: Network, devices: int, radix: int) -> tuple[float,
 
 def system_cost(devices: int, device_price_usd: float, tdp_w: float, net: Network, r: CostRates,
                 tokens_per_s: float) -> dict:
-    """Cost columns of a design point (DESIGN.md output contract)."""
+    """Cost columns of a design point (output contract in docs/columns.md)."""
     cols = system_cost_columns(np.array([devices]), device_price_usd, tdp_w, net, r, np.array([tokens_per_s]))
     return {k: float(v[0]) for k, v in cols.items()}
 

@@ -16,6 +16,7 @@ MODES = ("training", "inference", "serving")
 # disaggregated pools, or in a sweep's rows only
 WHEN = {"": "always", "slo": "with serving.slo_ttft_s or serving.slo_tpot_s",
         "open_loop": "with workload.request_rate_per_s (estimate)",
+        "open_loop_slo": "with workload.request_rate_per_s and an SLO (estimate)",
         "disaggregated": "with serving.disaggregation", "sweep": "in sweep and search rows"}
 KINDS = ("text", "int", "float", "bool")
 
@@ -170,6 +171,7 @@ COLUMNS: tuple[Column, ...] = (
     _c("cost_per_million_tokens_usd", "USD", "tis", "float", "min", "cost per million tokens", "cost_per_hour_usd over the tokens (training) or output tokens (inference, serving) per hour, per million."),
     _c("cost_per_million_goodput_tokens_usd", "USD", "t", "float", "min", "cost per million goodput tokens", "cost_per_million_tokens_usd / goodput_fraction."),
     # --- serving under an SLO --------------------------------------------------------------------------
+    _c("slo_request_rate_per_s", "requests/s", "s", "float", "max", "SLO request rate", "Highest Poisson request rate whose p90 TTFT and TPOT meet the SLO (0: none).", "open_loop_slo"),
     _c("slo_concurrency", "requests", "s", "float", "max", "SLO concurrency", "Largest concurrency whose TTFT and TPOT meet the SLO (0: none).", "slo"),
     _c("slo_throughput_tokens_per_s_per_device", "tokens/s per device", "s", "float", "max", "SLO throughput", "Output tokens/s per device at slo_concurrency (SLO goodput).", "slo"),
     _c("slo_cost_per_million_tokens_usd", "USD", "s", "float", "min", "SLO cost per million tokens", "cost_per_hour_usd over the output tokens served at slo_concurrency, per million.", "slo"),

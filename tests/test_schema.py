@@ -58,36 +58,43 @@ def test_an_undeclared_column_is_an_error():
         schema.order({"step_time_s": 1.0, "step_time_ms": 1000.0})
 
 
-SCENARIOS = {  # mode, the conditional groups expected, flags
+LENGTHS = ["workload.input_len=256", "workload.output_len=32"]
+SCENARIOS = {  # mode, the conditional groups expected, overrides
     "training": ("training", (), []),
-    "inference": ("inference", (), ["--mode", "inference", "--batch-size", "4", "--input-len", "256",
-                                    "--output-len", "32"]),
-    "serving-slo": ("serving", ("slo",), ["--mode", "serving", "--concurrency", "8", "--input-len", "256",
-                                          "--output-len", "32", "--set", "serving.slo_tpot_s=0.05"]),
-    "serving-rate": ("serving", ("open_loop",), ["--mode", "serving", "--request-rate", "1", "--input-len",
-                                                 "256", "--output-len", "32"]),
+    "inference": ("inference", (), ["workload.mode=inference", "workload.batch_size=4", *LENGTHS]),
+    "serving-slo": ("serving", ("slo",), ["workload.mode=serving", "workload.concurrency=8", *LENGTHS,
+                                          "serving.slo_tpot_s=0.05"]),
+    "serving-rate": ("serving", ("open_loop",), ["workload.mode=serving", "workload.request_rate_per_s=1", *LENGTHS]),
 }
+
+
+def _record(overrides):
+    from llmsim.spec.presets import PresetRegistry
+    from llmsim.study.records import load, record
+
+    return record(load(None, PresetRegistry(), overrides))
 
 
 @pytest.mark.parametrize("case", SCENARIOS)
 def test_an_estimate_writes_exactly_the_declared_columns_in_order(case):
-    mode, whens, flags = SCENARIOS[case]
-    out = _llmsim("estimate", *flags, "--format", "json")
-    assert out.returncode == 0, out.stderr
-    written = list(json.loads(out.stdout))
-    assert written == [c.name for c in schema.for_mode(mode, *whens)]
+    mode, whens, overrides = SCENARIOS[case]
+    assert list(_record(overrides)) == [c.name for c in schema.for_mode(mode, *whens)]
 
 
 def test_disaggregated_serving_writes_declared_columns():
-    out = _llmsim("estimate", "--mode", "serving", "--model", "llama3-8b", "--devices", "4", "--tp", "1", "--pp", "1",
-                  "--input-len", "512", "--output-len", "64", "--concurrency", "16",
-                  "--set", "serving.slo_tpot_s=0.05", "--set", "serving.disaggregation={prefill: {tp: 1}, decode: {tp: 1}}",
-                  "--format", "json")
-    assert out.returncode == 0, out.stderr
-    written = list(json.loads(out.stdout))
-    declared = [c.name for c in schema.COLUMNS if c.name in written]
-    assert written == declared
+    written = list(_record(["model=llama3-8b", "system.num_devices=4", "parallel.tp=1", "parallel.pp=1",
+                            "workload.mode=serving", "workload.concurrency=16", "workload.input_len=512",
+                            "workload.output_len=64", "serving.slo_tpot_s=0.05",
+                            "serving.disaggregation={prefill: {tp: 1}, decode: {tp: 1}}"]))
+    assert written == [c.name for c in schema.COLUMNS if c.name in written]
     assert {"prefill_devices", "kv_transfer_time_s", "colocated_slo_throughput_tokens_per_s_per_device"} <= set(written)
+
+
+def test_a_request_rate_with_an_slo_writes_declared_columns_in_order():
+    written = list(_record(["workload.mode=serving", "workload.request_rate_per_s=1", *LENGTHS,
+                            "serving.slo_tpot_s=0.05"]))
+    assert written == [c.name for c in schema.COLUMNS if c.name in written]
+    assert {"slo_request_rate_per_s", "slo_throughput_tokens_per_s_per_device", "ttft_p90_s"} <= set(written)
 
 
 def test_the_estimate_tables_show_declared_columns():
@@ -96,3 +103,4 @@ def test_the_estimate_tables_show_declared_columns():
     shown = [key for rows in (tables.TIME_ROWS, tables.MEMORY_ROWS, tables.INFERENCE_TIME_ROWS, tables.DECODE_ROWS,
                               tables.INFERENCE_MEMORY_ROWS) for _, key in rows]
     assert shown and all(schema.get(key) for key in shown)
+

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from llmsim.engine import calibration as cal
+from llmsim.engine.heads import kv_heads_per_rank
 from llmsim.engine.memory import moe_dispatch_factor, moe_row_factor
 from llmsim.engine.types import PRECISION_BYTES, Accelerator, Model, Parallel
 from llmsim.engine.window import pair_fraction
@@ -63,7 +64,7 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
     over ep ranks: each rank gathers and combines only the rows routed to its own experts. ``expert_rate``:
     the routed-expert GEMMs' compute rate over the device's own GEMMs (``expert_gemm_rate``)."""
     wb = PRECISION_BYTES[precision]
-    h, a, kv, d = m.hidden, m.heads, m.kv_heads, m.head_dim
+    h, a, d = m.hidden, m.heads, m.head_dim
     tokens = b * s / cp  # context parallelism splits the sequence
     norm_tokens = tokens / tp if sp else tokens  # sequence parallelism splits norms/residuals too
     ops: list[Op] = [elementwise("attn_norm", norm_tokens * h, 1, 1, count)]
@@ -78,7 +79,7 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
                 gemm("kv_up", tokens, a * (d + r.v_head_dim) / tp, r.kv_lora_rank, wb, count)]
         qk_dim, v_dim, kv_width = d + r.qk_rope_head_dim, r.v_head_dim, a * (d + r.v_head_dim)
     else:
-        kv_local = np.maximum(kv / tp, 1)  # fewer KV heads than tp: replicated (Megatron GQA)
+        kv_local = kv_heads_per_rank(m, tp)  # fewer KV heads than tp: replicated (Megatron GQA)
         ops.append(gemm("qkv_proj", tokens, (a / tp + 2 * kv_local) * d, h, wb, count))
         qk_dim, v_dim, kv_width = d, d, 2 * kv_local * d * tp
     if flash:

@@ -30,7 +30,7 @@ import dataclasses
 import numpy as np
 
 from llmsim.engine.errors import DesignError
-from llmsim.engine.inference import kv_bytes_per_token_layer
+from llmsim.engine.forward import kv_bytes_per_token_layer
 from llmsim.engine.network.collectives import collective_columns
 from llmsim.engine.network.topology import path_of, strides
 from llmsim.engine.request_mix import mg1_wait_quantile, mix_moments

@@ -33,6 +33,12 @@ from llmsim.engine.compute import (
     layer_ops,
 )
 from llmsim.engine.errors import DesignError
+from llmsim.engine.forward import (
+    decode_attention,
+    kv_bytes_per_token_layer,
+    logits_bytes_per_seq,
+    workspace_per_token,
+)
 from llmsim.engine.memory import moe_dispatch_factor
 from llmsim.engine.network.topology import group_collectives, strides
 from llmsim.engine.params import local_params
@@ -41,15 +47,6 @@ from llmsim.engine.types import PRECISION_BYTES, Model, Scenario
 from llmsim.engine.window import key_span
 
 DECODE_SAMPLES = 4  # decode steps evaluated (midpoints of equal slices of the output) for the mean TPOT
-
-
-def kv_bytes_per_token_layer(m: Model, tp, kv_precision: str):
-    """K and V of one token in one layer on one device: GQA/MQA heads split over tp (replicated when
-    fewer than tp); MLA caches its compressed latent and RoPE key once (DeepSeek-V2, arXiv 2405.04434)."""
-    kvb = PRECISION_BYTES[kv_precision]
-    if m.mla is not None:
-        return (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * kvb
-    return 2 * np.maximum(m.kv_heads / tp, 1) * m.head_dim * kvb
 
 
 def touched_experts(m: Model, tokens, ep, pooled):
@@ -69,19 +66,6 @@ def _power(base: float, exponent):
     uniq, inverse = np.unique(exps, return_inverse=True)
     out = np.array([base ** x for x in uniq.tolist()], dtype=float)[inverse].reshape(exps.shape)
     return out if exps.ndim else float(out)
-
-
-def _decode_attention(m: Model, b, ctx, tp, kv_precision: str, count: float, queries=1) -> Op:
-    """``queries`` new positions per sequence (1; k + 1 verifying a speculative draft) against ``ctx``
-    cached keys and values, read once (no causal halving)."""
-    qk = m.head_dim + (m.mla.qk_rope_head_dim if m.mla else 0)
-    v = m.mla.v_head_dim if m.mla else m.head_dim
-    heads = m.heads / tp
-    if m.attention_window is not None:  # windowed layers read at most their window (engine/window.py)
-        ctx = key_span(m, ctx)
-    flops = 2.0 * b * queries * ctx * heads * (qk + v)
-    nbytes = b * ctx * kv_bytes_per_token_layer(m, tp, kv_precision) + b * queries * heads * (qk + v) * ACT_BYTES
-    return Op("attention", "attention", flops, nbytes, ctx, 1.0, count, True)
 
 
 def _op_terms(ops: list[Op], sc: Scenario) -> list:
@@ -108,15 +92,13 @@ def _phase_ops(sc: Scenario, b, s, tp, ep, in_tp: bool, ctx=None) -> tuple[list[
                                    expert_rate=expert_gemm_rate(sc.parallel, sc.accelerator)), w.precision,
                          sc.parallel.activation_quant == "fused")
         if ctx is not None:
-            ops = [_decode_attention(m, b, ctx, tp, kvp, 1.0) if op.name == "attention" else op for op in ops]
+            ops = [decode_attention(m, b, ctx, tp, kvp, 1.0) if op.name == "attention" else op for op in ops]
         return ops
 
     dense = layer(False)
     return dense, (layer(True) if m.moe else dense)
 
 
-def _moe_fraction(m: Model) -> float:
-    return m.moe_layers / m.layers
 
 
 def decode_contexts(input_len, output_len) -> list:
@@ -128,7 +110,7 @@ def decode_contexts(input_len, output_len) -> list:
 def _layer_times(sc: Scenario, in_tp: bool, b, isl, osl, tp, ep) -> dict:
     """Compute time of one layer (dense and MoE layers mixed by their share) in the prefill and in each
     sampled decode step, and of the output layer (logits of the last token of each sequence only)."""
-    m, frac_moe = sc.model, _moe_fraction(sc.model)
+    m, frac_moe = sc.model, sc.model.moe_layer_share
     kvp = sc.workload.kv_precision or sc.workload.precision
 
     def mixed(dense_terms: list, moe_terms: list):
@@ -149,7 +131,7 @@ def _layer_times(sc: Scenario, in_tp: bool, b, isl, osl, tp, ep) -> dict:
     dense, moe, t_dense, t_moe = phase_terms(1, ctxs[0])
     for j, ctx in enumerate(ctxs):
         if j:  # only attention depends on the context
-            att = _op_terms([_decode_attention(m, b, ctx, tp, kvp, 1.0)], sc)[0]
+            att = _op_terms([decode_attention(m, b, ctx, tp, kvp, 1.0)], sc)[0]
             t_dense, t_moe = with_attention(dense, t_dense, att), with_attention(moe, t_moe, att)
         out[f"decode{j}"] = mixed(t_dense, t_moe)
     return out
@@ -169,30 +151,18 @@ def memory_bytes(sc: Scenario, sp: Split, batch, input_len, output_len) -> dict:
             "reserved": cal.RUNTIME_RESERVED_BYTES}
 
 
-def _workspace_per_token(sc: Scenario, tp):
-    # live tensors of one layer during prefill: input, residual, Q/K/V, MLP intermediate (16-bit)
-    m = sc.model
-    f = max(m.ffn_hidden, (m.moe.expert_ffn_hidden * m.moe.top_k) if m.moe else 0)
-    up = 2 if m.gated else 1
-    return ACT_BYTES * (2 * m.hidden + (m.heads + 2 * m.kv_heads) * m.head_dim / tp + (up + 1) * f / tp)
-
-
-def _logits_bytes_per_seq(sc: Scenario, tp):
-    return sc.model.vocab / tp * 4.0  # fp32 logits of the last token
-
-
 def _workspace(sc: Scenario, tp, batch, input_len):
     """Prefill runs in chunks of at most PREFILL_CHUNK_TOKENS tokens; plus the logits of the batch."""
     tokens = np.minimum(batch * input_len, cal.PREFILL_CHUNK_TOKENS)
-    return tokens * _workspace_per_token(sc, tp) + batch * _logits_bytes_per_seq(sc, tp)
+    return tokens * workspace_per_token(sc, tp) + batch * logits_bytes_per_seq(sc, tp)
 
 
 def max_batches(sc: Scenario, sp: Split, input_len, output_len) -> np.ndarray:
     """Largest batch whose weights, KV cache, workspace and reserve fit in HBM (0 when none does), per
     row. Memory is piecewise linear in the batch: the workspace stops growing once prefill is chunked."""
     free = sc.accelerator.hbm_bytes - sum(memory_bytes(sc, sp, 0, input_len, output_len).values())
-    per_seq = memory_bytes(sc, sp, 1, input_len, output_len)["kv"] + _logits_bytes_per_seq(sc, sp.tp)
-    act, chunk = _workspace_per_token(sc, sp.tp), cal.PREFILL_CHUNK_TOKENS
+    per_seq = memory_bytes(sc, sp, 1, input_len, output_len)["kv"] + logits_bytes_per_seq(sc, sp.tp)
+    act, chunk = workspace_per_token(sc, sp.tp), cal.PREFILL_CHUNK_TOKENS
     saturated = np.floor((free - act * chunk) / per_seq)
     unchunked = np.floor(free / (per_seq + act * input_len))
     return np.maximum(np.where(saturated * input_len >= chunk, saturated, unchunked), 0).astype(np.int64)
@@ -278,7 +248,7 @@ def forward_comm(sc: Scenario, sp: Split, st: dict, tokens, with_names: bool = T
     if m.moe:  # dispatch and combine (Lepikhin et al. 2020, GShard); none when ep is inside tp
         a2a_bytes = tok_bytes * m.moe.top_k * moe_dispatch_factor(m)  # padded to capacity if dropping
         t_a2a = group_collectives(net, "all_to_all", a2a_bytes, deg["ep"], st["ep"])[0]
-        out = out + sp.layers_per_stage * _moe_fraction(m) * 2 * t_a2a
+        out = out + sp.layers_per_stage * m.moe_layer_share * 2 * t_a2a
     return out, names
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmsim.engine import calibration as cal
+from llmsim.engine.heads import kv_heads_per_rank, qk_dim, v_dim
 from llmsim.engine.types import PRECISION_BYTES, Model
 
 WEIGHT_BYTES = 2.0
@@ -146,9 +147,9 @@ def activation_bytes_per_layer(m: Model, b, s, tp, cp, sp: bool, recompute: str,
         return 2.0 * sbh / rep  # only the layer input is kept
     mods = recompute_modules(recompute)
     norm_out = 0.0 if "layernorm" in mods else 1.0  # a recomputed norm's output is not kept
-    kv = np.maximum(m.kv_heads / tp, 1) * tp
-    q_width = a * (d + (m.mla.qk_rope_head_dim if m.mla else 0))
-    v_width = a * (m.mla.v_head_dim if m.mla else d)
+    kv = kv_heads_per_rank(m, tp) * tp
+    q_width = a * qk_dim(m)
+    v_width = a * v_dim(m)
     k_width = q_width if m.mla else kv * d
     v_store = v_width if m.mla else kv * d
     tok = s * b / cp

@@ -44,13 +44,15 @@ from llmsim.engine.compute import (
     layer_ops,
 )
 from llmsim.engine.errors import DesignError
-from llmsim.engine.inference import (
-    _decode_attention,
-    _logits_bytes_per_seq,
-    _moe_fraction,
-    _workspace_per_token,
-    forward_comm,
+from llmsim.engine.forward import (
+    decode_attention,
     kv_bytes_per_token_layer,
+    logits_bytes_per_seq,
+    workspace_per_token,
+)
+from llmsim.engine.heads import qk_dim, v_dim
+from llmsim.engine.inference import (
+    forward_comm,
     memory_bytes,
     pipeline_hops,
 )
@@ -65,8 +67,7 @@ RHO_MAX = 0.999  # the whole-prompt queue's load, at most (the closed loop's cap
 
 def _prefill_attention(m, c, keys, tp, kv_precision: str) -> Op:
     """``c`` prompt tokens of this step, each attending to ``keys`` earlier tokens of its prompt on average."""
-    qk = m.head_dim + (m.mla.qk_rope_head_dim if m.mla else 0)
-    v = m.mla.v_head_dim if m.mla else m.head_dim
+    qk, v = qk_dim(m), v_dim(m)
     heads = m.heads / tp
     flops = 2.0 * c * keys * heads * (qk + v)
     nbytes = (c * heads * (qk + v) * ACT_BYTES
@@ -92,13 +93,13 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
         out = 0.0
         for op in ops:
             if op.name == "attention":  # decode tokens read their cache, prompt tokens their prefix
-                op_list = [_decode_attention(m, d, ctx, tp, kvp, 1.0, q), _prefill_attention(m, c, keys, tp, kvp)]
+                op_list = [decode_attention(m, d, ctx, tp, kvp, 1.0, q), _prefill_attention(m, c, keys, tp, kvp)]
             else:
                 op_list = [op]
             out = out + sum(kernel_time(o, acc, prec, kern, inference=True) * o.count for o in op_list)
         return out
 
-    frac = _moe_fraction(m)
+    frac = m.moe_layer_share
     per_layer = (1 - frac) * layer(False) + (frac * layer(True) if m.moe else 0.0)
     head = sum(kernel_time(o, acc, prec, kern, inference=True)
                for o in head_ops(m, 1, np.maximum(d * q, 1.0), tp, 1, prec))
@@ -199,7 +200,7 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len, lockstep: bool
         per_token = per_token + draft.layers * kv_bytes_per_token_layer(draft, sp.tp, kvp)
     per_seq = np.ceil(ctx / blk) * blk * per_token
     # the step's workspace: the live tensors of max_batch_tokens tokens and the fp32 logits of max_seqs
-    workspace = s.max_batch_tokens * _workspace_per_token(sc, sp.tp) + s.max_seqs * _logits_bytes_per_seq(sc, sp.tp)
+    workspace = s.max_batch_tokens * workspace_per_token(sc, sp.tp) + s.max_seqs * logits_bytes_per_seq(sc, sp.tp)
     free = kv_budget(s.engine, sc.accelerator.hbm_bytes, fixed["weights"], workspace, fixed["reserved"],
                      sp.tp * sp.pp)
     kv_fit = np.maximum(np.floor(free / per_seq), 0)

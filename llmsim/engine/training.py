@@ -26,6 +26,7 @@ from llmsim.engine.compute import (
     kernel_time,
     layer_ops,
 )
+from llmsim.engine.heads import kv_width_per_rank, qk_dim, v_dim
 from llmsim.engine.memory import (
     MAIN_GRAD_BYTES,
     OPTIMIZER_STATE_BYTES,
@@ -75,8 +76,7 @@ def model_flops_per_token(sc: Scenario) -> float:
     projection counts), attention counted without causal masking."""
     m, counts = sc.model, param_counts(sc.model)
     n = counts.active - m.vocab * m.hidden * (0 if m.tied_embeddings else 1)
-    qk = m.head_dim + (m.mla.qk_rope_head_dim if m.mla else 0)
-    v = m.mla.v_head_dim if m.mla else m.head_dim
+    qk, v = qk_dim(m), v_dim(m)
     if m.attention_window is not None:  # windowed layers attend min(s, window) keys (engine/window.py)
         return 6.0 * n + 6.0 * m.layers * key_span(m, sc.workload.seq_len) * m.heads * (qk + v)
     return 6.0 * n + 6.0 * m.layers * sc.workload.seq_len * m.heads * (qk + v)
@@ -128,7 +128,7 @@ def _compute(sc: Scenario, b, tp, cp, ep, etp) -> dict:
     embedding, and the GEMM windows TP collectives hide under; arrays over distinct (b, tp, cp, ep)."""
     m, w = sc.model, sc.workload
     s = w.seq_len
-    dense_frac = 1 - (m.moe_layers / m.layers if m.moe else 0.0)
+    dense_frac = 1 - m.moe_layer_share
     dense, moe = layer_operators(sc, b, tp, cp, ep, etp)
     (f_d, b_d, a_d, r_d), (f_m, b_m, a_m, r_m) = _pass_time(dense, sc), _pass_time(moe, sc)
     head_f, head_b, _, _ = _pass_time(head_ops(m, b, s, tp, cp, w.precision), sc)
@@ -206,7 +206,8 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     st = strides(p.order, deg)
     tok_bytes = b * s / cp * m.hidden * ACT_BYTES  # one full activation tensor of the microbatch
     tp_ops = ("all_gather", "reduce_scatter") if seqpar else ("all_reduce",)
-    tp_times = {op: comm_time(net, op, tok_bytes, tp, st["tp"]) for op in tp_ops}
+    tp_timed = {op: group_collectives(net, op, tok_bytes, tp, st["tp"]) for op in tp_ops}
+    tp_times = {op: t.times for op, t in tp_timed.items()}
     tpc_d = exposed_tp_comm((c["wd0"], c["wd1"], c["wd2"]), tp_times, seqpar, p.tp_comm_overlap)
     tpc_m = exposed_tp_comm((c["wm0"], c["wm1"], c["wm2"]), tp_times, seqpar, p.tp_comm_overlap)
     tp_fwd = stage_layers * (dense_frac * tpc_d.forward_s + (1 - dense_frac) * tpc_m.forward_s)
@@ -221,8 +222,8 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
         tp_redo = 0.0 * tp_fwd
     tp_comm = tp_fwd + tp_redo + tp_bwd
 
-    kv_width = (m.heads * (m.head_dim + m.mla.v_head_dim) if m.mla else 2 * m.kv_heads * m.head_dim) / tp
-    cp_bytes = b * s / cp * kv_width * ACT_BYTES  # K and V of this rank's chunk, passed around the ring
+    # K and V of this rank's chunk; GQA heads are replicated when fewer than tp (heads.kv_width_per_rank)
+    cp_bytes = b * s / cp * kv_width_per_rank(m, tp) * ACT_BYTES  # K and V of this rank's chunk, passed around the ring
     pair = np.where(cp > 1, 2, 1)
     cp_ring = (cp - 1) * comm_time(net, "p2p", cp_bytes, pair, st["cp"])
     # ring exchange overlaps attention (Liu et al. 2023 Ring Attention); backward sends dK, dV as well
@@ -233,13 +234,14 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     # ranks, etp innermost (Megatron-Core MoE parallel folding)
     folded = sp.ep_folded
     ep_stride = np.where(folded, etp, st["ep"])
-    ep_comm = np.zeros(n_rows)
+    ep_comm, ep_names = np.zeros(n_rows), np.full(n_rows, None, dtype=object)
     if m.moe:
         a2a_bytes = b * s / cp * m.moe.top_k * moe_dispatch_factor(m) * m.hidden * ACT_BYTES / (tp if seqpar else 1)
         # dispatch + combine forward, the same backward (Lepikhin et al. 2020, GShard), exposed as
         # Megatron-Core runs them by default, under the shared experts (--moe-shared-expert-overlap), or
         # under another microbatch's layer (--overlap-moe-expert-parallel-comm; DeepSeek-V3 DualPipe)
-        a2a = 2 * comm_time(net, "all_to_all", a2a_bytes, ep, ep_stride)
+        a2a_timed = group_collectives(net, "all_to_all", a2a_bytes, ep, ep_stride)
+        a2a, ep_names = 2 * a2a_timed.times, a2a_timed.names
         per_layer = {"none": 2 * a2a,
                      "shared_experts": overlap_cost(a2a, c["shared_f"]) + overlap_cost(a2a, c["shared_b"]),
                      "batch": overlap_cost(2 * a2a, c["moe_f"] + c["moe_b"])}[p.moe_comm_overlap]
@@ -247,7 +249,8 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
 
     # scatter/gather optimisation (Narayanan et al. 2021 sec. 4.1): each tp rank sends 1/tp of the
     # activation; without SP the receivers all-gather it over the tp group's link
-    p2p = comm_time(net, "p2p", tok_bytes / tp, np.where(pp > 1, 2, 1), st["pp"])
+    p2p_timed = group_collectives(net, "p2p", tok_bytes / tp, np.where(pp > 1, 2, 1), st["pp"])
+    p2p = p2p_timed.times
     if not seqpar:
         p2p = p2p + comm_time(net, "all_gather", tok_bytes, tp, st["tp"])
     # a microbatch crosses v stage boundaries per device with interleaving (Narayanan sec. 2.2.2)
@@ -276,8 +279,11 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     # each pays its own latency; ZeRO-0/1/2 reduce the gradients in a few large buckets
     units = stage_layers if z >= 3 else np.ones(n_rows)
 
+    def dense_sync(op: str, nbytes: float):
+        return group_collectives(net, op, local_dense * nbytes / units, dp, dp_stride)
+
     def sync(op: str, nbytes: float):
-        return units * (comm_time(net, op, local_dense * nbytes / units, dp, dp_stride)
+        return units * (dense_sync(op, nbytes).times
                         + comm_time(net, op, local_expert * nbytes / units, edp, edp_stride, edp_path))
 
     if z == 0:
@@ -336,12 +342,11 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     state = param_counts(m).total * (WEIGHT_BYTES + OPTIMIZER_STATE_BYTES[ost])
     good = goodput(num_devices, state / num_devices, sc.reliability)
     full = lambda x: np.broadcast_to(x, n_rows)
-    names = {f"{dim}_collective": group_collectives(net, op, nbytes, k, stride)[1]
-             for dim, op, nbytes, k, stride in (
-                 ("tp", tp_ops[-1], tok_bytes, tp, st["tp"]),
-                 ("dp", "all_reduce" if z == 0 else "reduce_scatter", local_dense * red_bytes, dp, dp_stride),
-                 ("ep", "all_to_all", tok_bytes, ep, ep_stride),
-                 ("pp", "p2p", tok_bytes, np.where(pp > 1, 2, 1), st["pp"]))}
+    # each dimension's main collective named as it was timed (the same call: its size, group and path);
+    # the data-parallel one is the dense gradients' (per FSDP unit under ZeRO-3)
+    names = {"tp_collective": tp_timed[tp_ops[-1]].names,
+             "dp_collective": dense_sync("all_reduce" if z == 0 else "reduce_scatter", red_bytes).names,
+             "ep_collective": ep_names, "pp_collective": p2p_timed.names}
     return {
         "dp": sp.dp, "microbatches": mbs, "layers_per_stage": full(stage_layers),
         "step_time_s": step,

@@ -70,6 +70,11 @@ class Model:
         return -(-(self.layers - self.moe.first_dense_layers) // self.moe.layer_frequency)
 
     @property
+    def moe_layer_share(self) -> float:
+        """The share of the layers that have experts (0 for a dense model)."""
+        return self.moe_layers / self.layers
+
+    @property
     def gated(self) -> bool:
         """Gated MLPs (SwiGLU, GeGLU) have three weight matrices instead of two."""
         return self.activation in ("swiglu", "geglu")

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
+from llmsim.engine.network.capacity import too_many_devices
 from llmsim.spec.base import MAX_DEVICES, PosFloat, PosInt, Strict
 from llmsim.spec.hardware import AcceleratorSpec, NetworkSpec
 from llmsim.spec.model import ModelSpec
@@ -288,11 +289,9 @@ class SystemSpec(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> SystemSpec:
-        largest = self.network.tiers[-1].size
-        if self.num_devices > largest:
-            raise ValueError(
-                f"num_devices ({self.num_devices}) exceeds the largest tier of network "
-                f"'{self.network.name}' ({largest} devices)")
+        reason = too_many_devices(self.network.name, self.network.tiers[-1].size, self.num_devices)[0]
+        if reason is not None:
+            raise ValueError(reason)
         return self
 
 

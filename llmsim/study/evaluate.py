@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from llmsim.engine.columns import factorize
+from llmsim.engine.network.capacity import too_many_devices
 from llmsim.engine.split import SPLIT_INPUTS, Split, inputs_of, split_arrays
 from llmsim.spec.errors import SpecError
 from llmsim.spec.expr import Expr
@@ -222,11 +223,10 @@ def _splits(sc, n: dict, varied: dict, explain: bool) -> tuple[Split, np.ndarray
                                             explain)
             if explain:
                 reasons[rows] = [x[0] if x else None for x in why]
-    largest = sc.network.tiers[-1].size
-    big = n["num_devices"] > largest
+    too_many = too_many_devices(sc.network.name, sc.network.tiers[-1].size, n["num_devices"])
+    big = too_many != None
     if explain:
-        reasons[big] = [f"num_devices ({d}) exceeds the largest tier of network '{sc.network.name}' ({largest} "
-                        "devices)" for d in n["num_devices"][big]]
+        reasons[big] = too_many[big]
     return split, ok & ~big, reasons
 
 

@@ -52,7 +52,7 @@ def _same(a, b) -> bool:
     return a == pytest.approx(b, rel=1e-12, abs=0)
 
 
-def _plain(v):
+def plain(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
@@ -71,10 +71,10 @@ def _check_rows(spec, rows, sample) -> dict:
             kinds["invalid"] = kinds.get("invalid", 0) + 1
             for (path, value) in overrides:
                 if path[-1] in ("tp", "pp", "ep", "num_devices", "input_len", "output_len", "precision"):
-                    assert _plain(row[path[-1]]) == value, path
+                    assert plain(row[path[-1]]) == value, path
             continue
         for col, value in rec.items():
-            assert _same(_plain(row[col]), value), (col, row[col], value, overrides)
+            assert _same(plain(row[col]), value), (col, row[col], value, overrides)
         if not rec["fits_in_memory"]:
             assert reason == "does not fit in memory"
         elif rec["tpot_s"] >= 0.2:

@@ -30,7 +30,7 @@ from llmsim.spec.errors import SpecError
 def sweep_cmd(
     ctx: typer.Context,
     spec: Path = typer.Argument(..., help="Sweep spec YAML (base, grid, zip, constraints, objectives, keep)."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE (.csv, .json, or .parquet with pyarrow), atomically."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE (.csv, .json, .jsonl: one JSON object a line, or .parquet), atomically."),
     jobs: int = typer.Option(-1, "--jobs", help="Worker processes (-1: all cores)."),
     top: int | None = typer.Option(None, "--top", min=1, help="Keep the best K rows."),
     pareto_only: bool = typer.Option(False, "--pareto-only", help="Keep only the Pareto-optimal rows (rank 0)."),
@@ -56,13 +56,8 @@ def sweep_cmd(
     if n >= 10_000_000 and not yes:
         raise SpecError(f"{n:,} design points: pass --yes to run a sweep of 10 million points or more",
                         file=str(spec))
-    if output is not None and output.suffix not in (".csv", ".json", ".parquet"):
-        raise SpecError(f"-o {output}: unknown format {output.suffix!r}; allowed: .csv, .json, .parquet")
-    if output is not None and output.suffix == ".parquet":
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise SpecError(f"-o {output}: .parquet needs pyarrow: pip install pyarrow") from None
+    if output is not None and output.suffix not in (".csv", ".json", ".jsonl", ".parquet"):
+        raise SpecError(f"-o {output}: unknown format {output.suffix!r}; allowed: .csv, .json, .jsonl, .parquet")
     if output is not None and not output.resolve().parent.is_dir():
         raise SpecError(f"-o {output}: directory {output.resolve().parent} does not exist")
     dirs = preset_dirs(ctx)
@@ -109,7 +104,7 @@ def _run(sp, dirs, tmp, jobs, pareto_only, top, remote, scheduler, fmt, output, 
     plan = ss.plan(sp, keys, pareto_only, top)
     del keys  # the plan holds 4 bytes a written row (its position) and 2 (its group): the keys go
     if fmt == "parquet":
-        write_parquet(output, out.collect(plan), plan.columns)
+        write_parquet(output, out.collect(plan))
     else:
         pieces = out.text(plan, fmt, tmp, jobs, bar("writing", len(plan.groups)))
         if output is None:

@@ -1,7 +1,7 @@
 """A ranked sweep (``study.stream.Plan``) written out in bounded memory: worker processes render groups of
-part files as lines (CSV, or one JSON object per line) in output order; the main process interleaves the
-groups' lines by output position, a block at a time (``text``), or gathers the rows for Parquet
-(``collect``).
+part files (Arrow IPC, ``study/partfile.py``) as lines (CSV by polars' writer, or one JSON object per
+line) in output order; the main process interleaves the groups' lines by output position, a block at a
+time (``text``), or gathers the rows for Parquet (``collect``, written by polars).
 """
 
 from __future__ import annotations
@@ -14,41 +14,59 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import polars as pl
 
-from llmsim.output import csvtext
-from llmsim.output.writers import frame_records, tidy
+from llmsim.output.writers import INT_COLUMNS, frame_records
+from llmsim.study import partfile
 from llmsim.study.stream import Plan
 
 BLOCK_LINES = 16384  # lines per block handed to the writer
 
 
-def ordered(items, columns: list[str]) -> pd.DataFrame:
+def ordered(items, columns: list[str]) -> pl.DataFrame:
     """The rows of one group, in output order, with exactly ``columns``."""
-    frames = [pd.read_pickle(path).iloc[rows].assign(**extra, _position=pos) for path, rows, pos, extra in items]
-    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    return tidy(frame.sort_values("_position", kind="stable"), columns)
+    frames = [partfile.read(path)[rows].with_columns(*_extra(extra), pl.Series("_position", pos))
+              for path, rows, pos, extra in items]
+    frame = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    return tidy(frame.sort("_position", maintain_order=True), columns)
 
 
-def collect(p: Plan) -> pd.DataFrame:
+def _extra(extra: dict) -> list[pl.Series]:
+    """The ranking's columns of a part's rows (pareto_rank: None where infeasible; NaN: missing)."""
+    return [pl.Series(name, values.tolist()) if values.dtype == object
+            else pl.Series(name, values, nan_to_null=values.dtype.kind == "f") for name, values in extra.items()]
+
+
+def tidy(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """``frame`` with exactly ``columns`` (missing ones empty), the schema's integer columns as integers
+    where every value is one (a request mix's mean length may be fractional: kept)."""
+    cast = []
+    for name in INT_COLUMNS:
+        if name in frame.columns and frame.schema[name].is_float():
+            col = frame[name].drop_nulls()
+            if (col % 1 == 0).all():
+                cast.append(pl.col(name).cast(pl.Int64))
+    if cast:
+        frame = frame.with_columns(cast)
+    return frame.select([pl.col(c) if c in frame.columns else pl.lit(None).alias(c) for c in columns])
+
+
+def collect(p: Plan) -> pl.DataFrame:
     """Every kept row in output order, in memory (Parquet output)."""
     groups = [p.items(g) for g in range(len(p.groups))]
     frames = [ordered(items, p.columns) for items in groups]
     if not frames:
-        return pd.DataFrame(columns=p.columns)
+        return pl.DataFrame(schema={c: pl.Null for c in p.columns})
     pos = np.concatenate([np.sort(np.concatenate([it[2] for it in items])) for items in groups])
-    return pd.concat(frames, ignore_index=True).iloc[np.argsort(pos)].reset_index(drop=True)
+    return pl.concat(frames, how="diagonal_relaxed")[np.argsort(pos)]
 
 
-def lines(frame: pd.DataFrame, fmt: str) -> str:
-    """One line per row, no header: CSV, or one JSON object per line (values as ``llmsim estimate``'s)."""
-    fast = csvtext.lines(frame) if fmt == "csv" else None  # the same bytes, distinct values formatted once
-    if fast is not None:
-        return fast
-    text = [c for c in frame if frame[c].dtype.kind not in "biufcmM"]  # strings: one row, one line
-    frame = frame.assign(**{c: frame[c].replace(r"[\r\n]+", " ", regex=True) for c in text})
+def lines(frame: pl.DataFrame, fmt: str) -> str:
+    """One line per row, no header: CSV (polars' writer), or one JSON object per line (values as
+    ``llmsim estimate``'s)."""
     if fmt == "csv":
-        return frame.to_csv(index=False, header=False, lineterminator="\n")
-    return "".join(json.dumps(r) + "\n" for r in frame_records(frame, list(frame.columns)))
+        return frame.write_csv(include_header=False, line_terminator="\n")
+    return "".join(json.dumps(r) + "\n" for r in frame_records(frame, frame.columns))
 
 
 def _render(items, columns: list[str], fmt: str, path: str) -> str:
@@ -79,17 +97,18 @@ def _merge(paths: list[str], source: np.ndarray) -> Iterator[list[str]]:
 
 
 def text(p: Plan, fmt: str, part_dir: str, jobs: int = 1, progress=None) -> Iterator[str]:
-    """The output (``csv`` with its header, or a ``json`` array) in pieces: groups rendered by ``jobs``
-    processes into files under ``part_dir``, then merged here."""
+    """The output (``csv`` with its header, ``jsonl``: a JSON object a line, or a ``json`` array) in pieces:
+    groups rendered by ``jobs`` processes into files under ``part_dir``, then merged here."""
     from joblib import Parallel, delayed
 
-    paths = [os.path.join(part_dir, f"run-{g:05d}.{fmt}") for g in range(len(p.groups))]
-    tasks = (delayed(_render)(p.items(g), p.columns, fmt, path) for g, path in enumerate(paths))
+    line_fmt = "csv" if fmt == "csv" else "json"
+    paths = [os.path.join(part_dir, f"run-{g:05d}.{line_fmt}") for g in range(len(p.groups))]
+    tasks = (delayed(_render)(p.items(g), p.columns, line_fmt, path) for g, path in enumerate(paths))
     for _ in Parallel(n_jobs=jobs if len(p.groups) > 1 else 1, return_as="generator")(tasks):
         if progress:
             progress()
-    if fmt == "csv":
-        if p.columns:
+    if fmt in ("csv", "jsonl"):
+        if p.columns and fmt == "csv":
             yield pd.DataFrame(columns=p.columns).to_csv(index=False, lineterminator="\n")
         for block in _merge(paths, p.source):
             yield "".join(block)

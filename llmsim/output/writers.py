@@ -15,7 +15,7 @@ from llmsim import schema
 from llmsim.atomic import atomic_file
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """JSON/CSV-friendly scalar (numpy scalars -> Python, NaN -> None)."""
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         value = value.item()
@@ -30,14 +30,14 @@ def to_csv(records: list[dict], columns: list[str] | None = None) -> str:
     writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for rec in records:
-        writer.writerow({k: _plain(rec.get(k)) for k in columns})
+        writer.writerow({k: plain(rec.get(k)) for k in columns})
     return buf.getvalue()
 
 
 def to_json(records: list[dict] | dict) -> str:
     if isinstance(records, dict):
-        return json.dumps({k: _plain(v) for k, v in records.items()}, indent=2) + "\n"
-    return json.dumps([{k: _plain(v) for k, v in r.items()} for r in records], indent=2) + "\n"
+        return json.dumps({k: plain(v) for k, v in records.items()}, indent=2) + "\n"
+    return json.dumps([{k: plain(v) for k, v in r.items()} for r in records], indent=2) + "\n"
 
 
 def _columns(records: Iterable[dict]) -> list[str]:
@@ -49,7 +49,7 @@ def _columns(records: Iterable[dict]) -> list[str]:
 
 
 def fmt_number(value: Any) -> str:
-    value = _plain(value)
+    value = plain(value)
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -74,7 +74,7 @@ def print_table(records: list[dict], columns: list[str] | None = None, title: st
     headers = headers or {}
     table = Table(title=title, header_style="bold")
     for i, col in enumerate(columns):
-        numeric = any(isinstance(_plain(r.get(col)), (int, float)) for r in records)
+        numeric = any(isinstance(plain(r.get(col)), (int, float)) for r in records)
         table.add_column(headers.get(col, col), justify="right" if numeric and i else "left",
                          no_wrap=(i == 0), overflow="fold")
     for rec in records:
@@ -103,28 +103,16 @@ INT_COLUMNS = tuple(c.name for c in schema.COLUMNS if c.kind == "int")
 
 
 def frame_records(frame, columns: list[str]) -> list[dict]:
-    """Rows of a sweep frame as plain dicts (tables, JSON)."""
-    return [{c: _plain(v) for c, v in zip(columns, row, strict=True)}
-            for row in frame[columns].itertuples(index=False, name=None)]
+    """Rows of a sweep frame (pandas, or polars as the sweep writer holds them) as plain dicts (tables, JSON)."""
+    rows = frame.select(columns).iter_rows() if hasattr(frame, "iter_rows") else frame[columns].itertuples(
+        index=False, name=None)
+    return [{c: plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
 
 
-def tidy(frame, columns: list[str]):
-    """A sweep frame with exactly ``columns`` (missing ones empty), integer columns as integers."""
-    import pandas as pd
-
-    out = frame.reindex(columns=columns)
-    for c in INT_COLUMNS:
-        if c in out and out[c].dtype.kind in "fO":
-            values = pd.to_numeric(out[c], errors="coerce")
-            if (values.dropna() % 1 == 0).all():  # a request mix's mean length may be fractional: kept
-                out[c] = values.astype("Int64")
-    return out
-
-
-def write_parquet(path: str | Path, frame, columns: list[str]) -> None:
-    """A sweep frame as Parquet (pyarrow), written atomically."""
+def write_parquet(path: str | Path, frame) -> None:
+    """A sweep's rows (a polars frame, ``sweep_writer.collect``) as Parquet, written atomically."""
     with atomic_file(path) as tmp:
-        tidy(frame, columns).to_parquet(tmp, index=False)
+        frame.write_parquet(tmp)
 
 
 def write_atomic_parts(path: str | Path, parts: Iterable[str]) -> None:

@@ -1,7 +1,7 @@
 """`llmsim sweep` output in bounded memory: rows go to part files, only the ranking keys stay in memory.
 
-1. ``evaluate``: each worker evaluates its chunk (``sweep.evaluate_range``), pickles the rows to a part
-   file and returns a ``Part``: the points, feasibility, objective and compare values, column names.
+1. ``evaluate``: each worker evaluates its chunk (``sweep.evaluate_range``), writes the rows to a part
+   file (Arrow IPC, ``partfile.py``) and returns a ``Part``: the points, feasibility, objective and compare values, column names.
 2. ``gather`` and ``plan``: the main process ranks and compares on those keys alone (9 bytes a row plus 8
    per objective) and gives each kept row its output position (4 bytes a row, 2 for its group).
 3. ``output/sweep_writer.py`` renders the plan: workers render groups of parts as lines in output
@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from llmsim.spec.errors import SpecError
+from llmsim.study import partfile
 from llmsim.study import sweep as sw
 
 MAX_RUNS = 256  # at most this many rendered files are merged at once (open file handles)
@@ -53,8 +54,8 @@ def save(frame: pd.DataFrame, spec, part_dir: str, start: int) -> Part | None:
     """Pickle a chunk's rows into ``part_dir``; None for a chunk without rows."""
     if not len(frame):
         return None
-    path = os.path.join(part_dir, f"part-{start:013d}.pkl")
-    frame.to_pickle(path)
+    path = os.path.join(part_dir, f"part-{start:013d}.arrow")
+    partfile.write(frame, path)
     return _keys(frame, spec, path)
 
 

@@ -22,6 +22,7 @@ from llmsim.cli.design import cost_cmd, search_cmd, sweep_cmd
 from llmsim.cli.estimate import check, estimate
 from llmsim.cli.plot import make_plot_app
 from llmsim.cli.presets import presets_app
+from llmsim.cli.settings import settings_cmd
 from llmsim.cli.validate import calibrate_cmd, validate_cmd
 from llmsim.engine.errors import DesignError
 
@@ -64,6 +65,7 @@ app.command("sweep")(sweep_cmd)
 app.command("search")(search_cmd)
 app.command("cost")(cost_cmd)
 app.command("columns")(columns_cmd)
+app.command("settings")(settings_cmd)
 app.add_typer(make_plot_app(estimate), name="plot")
 
 

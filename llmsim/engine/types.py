@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# the settings sections are declared in settings.py (one place per setting) and read from here too
+from llmsim.engine.settings import CostRates, Parallel, Reliability
+
 # Bytes per element as stored. fp8: per-tensor scaling (Transformer Engine, TensorRT-LLM FP8), no block
 # scales. fp4 is NVFP4: 4-bit E2M1 values plus one E4M3 scale per 16 values = 4.5 bits = 0.5625 B (NeMo
 # AutoModel nvfp4 docs, "0.5625 bytes per parameter", https://docs.nvidia.com/nemo/automodel/nemo-automodel/nemo_automodel/components/quantization/nvfp4 ;
@@ -132,33 +135,6 @@ class Network:
 
 
 @dataclass(frozen=True)
-class Parallel:
-    tp: int
-    pp: int
-    dp: int | None
-    cp: int
-    ep: int
-    sequence_parallel: bool
-    tp_comm_overlap: bool
-    flash_attention: bool
-    microbatch_size: int
-    virtual_stages: int | str  # "auto" (this and microbatch_size): resolved by study.records.resolve_auto
-    recompute: str
-    zero_stage: int
-    order: tuple[str, ...]
-    attention_kernel: str = "auto"
-    activation_quant: str = "fused"  # fused | per_gemm (compute.engine_ops)
-    tp_all_reduce: str = "nccl"  # nccl | auto (inference.tp_all_reduce)
-    grad_reduce_dtype: str = "auto"  # auto | fp32 | bf16 (memory.grad_bytes)
-    optimizer_states: str = "fp32"  # fp32 | fp32-remainders | bf16 (memory.OPTIMIZER_STATE_BYTES)
-    pipeline_embedding_stage: bool = False  # the embedding counts as a pipeline layer (Megatron-LM)
-    pipeline_loss_stage: bool = False  # the output layer and loss count as a pipeline layer
-    moe_comm_overlap: str = "none"  # none | shared_experts | batch (training.training_columns)
-    moe_dispatch: str = "permute"  # permute | einsum (compute.layer_ops)
-    moe_gemm_kernel: str = "native"  # native | sm80 (compute.expert_gemm_rate)
-
-
-@dataclass(frozen=True)
 class Workload:
     mode: str
     precision: str
@@ -173,34 +149,6 @@ class Workload:
     input_len_cv: float = 0.0  # serving: spread of the request mix (standard deviation / mean), 0: fixed
     output_len_cv: float = 0.0
     length_corr: float = 0.0  # correlation of a request's input and output lengths
-
-
-@dataclass(frozen=True)
-class CostRates:
-    """Prices and rates of a scenario's ``cost`` section (defaults and sources in spec/scenario.py;
-    used by cost/system.py)."""
-
-    host_usd_per_device: float
-    host_power_w_per_device: float
-    switch_port_usd: float
-    link_usd: float
-    switch_radix: int
-    pue: float
-    electricity_usd_per_kwh: float
-    amortization_years: float
-    device_price_usd: float | None = None  # overrides the preset's list price
-    cloud_usd_per_device_hour: float | None = None  # rent instead of own
-
-
-@dataclass(frozen=True)
-class Reliability:
-    """Fleet variability and failures of a scenario's ``reliability`` section (defaults and sources in
-    spec/scenario.py; used by engine/reliability.py)."""
-
-    device_speed_cv: float = 0.01
-    failures_per_device_hour: float = 1.97e-5
-    checkpoint_write_bytes_per_s_per_device: float = 1.22e8
-    restart_s: float = 600.0
 
 
 @dataclass(frozen=True)

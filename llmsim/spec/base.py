@@ -10,11 +10,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-MAX_COUNT = 2**40  # any count (devices, layers, batch, tokens): ~1.1e12
-MAX_DEVICES = 2**30  # devices and parallel degrees: ~1e9, a thousand times the largest cluster
-MAX_VALUE = 1e18  # any other number (rates, prices, sizes)
+from llmsim.engine.settings import MAX_COUNT, MAX_DEVICES, MAX_VALUE, PosInt  # noqa: F401 - declared once
 
-PosInt = Annotated[int, Field(gt=0, le=MAX_COUNT)]
 NonNegInt = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 PosFloat = Annotated[float, Field(gt=0, le=MAX_VALUE)]
 NonNegFloat = Annotated[float, Field(ge=0, le=MAX_VALUE)]

@@ -19,6 +19,7 @@ from llmsim.engine.types import (
     Tier,
     Workload,
 )
+from llmsim.spec.declared import declared_values
 from llmsim.spec.errors import SpecError
 from llmsim.spec.hardware import PRECISIONS, AcceleratorSpec, NetworkSpec, PrecisionTflops
 from llmsim.spec.model import ModelSpec
@@ -121,21 +122,12 @@ def scenario_values(s: ScenarioSpec) -> Scenario:
     return Scenario(
         model=model_values(s.model), accelerator=acc,
         num_devices=s.system.num_devices, network=network_values(s.system.network),
-        parallel=Parallel(tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, sequence_parallel=p.sequence_parallel,
-                          tp_comm_overlap=p.tp_comm_overlap, flash_attention=p.flash_attention,
-                          microbatch_size=p.microbatch_size, virtual_stages=p.virtual_stages,
-                          recompute=p.recompute, zero_stage=p.zero_stage, order=tuple(p.order),
-                          attention_kernel=p.attention_kernel, activation_quant=p.activation_quant,
-                          tp_all_reduce=p.tp_all_reduce,
-                          grad_reduce_dtype=p.grad_reduce_dtype,
-                          optimizer_states=p.optimizer_states, pipeline_embedding_stage=p.pipeline_embedding_stage,
-                          pipeline_loss_stage=p.pipeline_loss_stage, moe_comm_overlap=p.moe_comm_overlap,
-                          moe_dispatch=p.moe_dispatch, moe_gemm_kernel=p.moe_gemm_kernel),
+        parallel=declared_values(Parallel, p),
         workload=Workload(mode=w.mode, precision=w.precision, seq_len=w.seq_len,
                           global_batch_size=w.global_batch_size, batch_size=w.batch_size,
                           **_lengths(w), kv_precision=w.kv_precision,
                           concurrency=w.concurrency, request_rate_per_s=w.request_rate_per_s),
-        cost=CostRates(**s.cost.model_dump()), reliability=Reliability(**s.reliability.model_dump()),
+        cost=declared_values(CostRates, s.cost), reliability=declared_values(Reliability, s.reliability),
         serving=_serving(s.serving, acc),
         names={"model": s.model.name, "accelerator": s.system.accelerator.name,
                "network": s.system.network.name},

@@ -8,64 +8,17 @@ import numpy as np
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from llmsim.engine.network.capacity import too_many_devices
-from llmsim.spec.base import MAX_DEVICES, PosFloat, PosInt, Strict
+from llmsim.engine.settings import DEFAULT_ORDER, CostRates, Degree, Parallel, Reliability
+from llmsim.spec.base import PosFloat, PosInt, Strict
+from llmsim.spec.declared import declared_model
 from llmsim.spec.hardware import AcceleratorSpec, NetworkSpec
 from llmsim.spec.model import ModelSpec
 
-ParallelDim = Literal["tp", "cp", "ep", "dp", "pp"]
-DEFAULT_ORDER: tuple[str, ...] = ("tp", "cp", "ep", "dp", "pp")
 BF16_PARAM_PRECISIONS = ("bf16", "fp8", "fp4")  # FP8/FP4 recipes keep bf16 parameters (Transformer Engine)
 
 
-Degree = Annotated[int, Field(gt=0, le=MAX_DEVICES)]
-
-
-class ParallelSpec(Strict):
-    tp: Degree = 1
-    pp: Degree = 1
-    dp: Degree | None = None  # derived as num_devices / (tp * pp * cp) when omitted
-    cp: Degree = 1
-    ep: Degree = 1
-    sequence_parallel: bool = True
-    flash_attention: bool = True  # fused attention (Dao et al. 2022); false: s x s scores in HBM
-    attention_kernel: str = "auto"  # a kernel of the accelerator's measured_attention_tflops; auto: fastest
-    # inference and serving at fp8/fp4: each GEMM input quantised by the kernel that writes it (fused:
-    # TensorRT-LLM's norm- and SwiGLU-quant kernels, vLLM's fusion passes) or by a kernel of its own before
-    # every GEMM (per_gemm: torchao's dynamic activation quantisation of each nn.Linear's input)
-    activation_quant: Literal["fused", "per_gemm"] = "fused"
-    # inference and serving tp all-reduce: nccl, NCCL's algorithms only; auto, also a one-shot custom
-    # all-reduce inside one scale-up domain where it is faster (TensorRT-LLM, vLLM and SGLang ship one;
-    # gpt-fast runs PyTorch's with ENABLE_INTRA_NODE_COMM=1). nccl until auto is validated engine by engine
-    tp_all_reduce: Literal["auto", "nccl"] = "nccl"
-    tp_comm_overlap: bool = False  # TP collectives overlapped with GEMMs (Transformer Engine userbuffers)
-    # MoE all-to-all: exposed (Megatron-Core default), under the shared experts (--moe-shared-expert-overlap)
-    # or under another microbatch's layer (--overlap-moe-expert-parallel-comm, DeepSeek-V3 DualPipe)
-    moe_comm_overlap: Literal["none", "shared_experts", "batch"] = "none"
-    # MoE token routing: gathered by index (Megatron-Core, MaxText megablox) or GShard's one-hot dispatch
-    # and combine einsums over the capacity buffers (MaxText dense_matmul with megablox off)
-    moe_dispatch: Literal["permute", "einsum"] = "permute"
-    # routed-expert grouped GEMM: the accelerator's own kernels, or Ampere-generation CUTLASS ones (sm80) that
-    # an engine runs on Hopper (TensorRT-LLM before v0.10 dispatches its MoE GEMM to cutlass::arch::Sm80)
-    moe_gemm_kernel: Literal["native", "sm80"] = "native"
-    # sequences per microbatch; auto: the fastest that fits, with virtual_stages (llmsim estimate says which)
-    microbatch_size: PosInt | Literal["auto"] = 1
-    # interleaved 1F1B chunks per device; auto: the fastest that fits (llmsim estimate says which)
-    virtual_stages: PosInt | Literal["auto"] = 1
-    # the embedding / the output layer and loss take a pipeline layer slot each (Megatron-LM
-    # --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split)
-    pipeline_embedding_stage: bool = False
-    pipeline_loss_stage: bool = False
-    # none, selective (core attention, Korthikanti et al. 2022), full, or Megatron-Core's fine-grained
-    # modules (--recompute-modules) as selective:<module>+<module>..., e.g. selective:moe_act+layernorm
-    recompute: str = "selective"
-    zero_stage: int = Field(default=1, ge=0, le=3)
-    # dtype gradients are accumulated and data-parallel-reduced in (NeMo optim.grad_sync_dtype); auto:
-    # fp32 with bf16/fp8/fp4 parameters (Megatron-LM), fp16 with fp16, 16-bit reduction under ZeRO-3 (FSDP)
-    grad_reduce_dtype: Literal["auto", "fp32", "bf16"] = "auto"
-    # Adam's per-parameter state: fp32 master, momentum, variance (12 B); fp32-remainders: 16-bit remainders
-    # beside the bf16 weight instead of the master (10 B, Apex store_param_remainders); bf16 m, v (4 B)
-    optimizer_states: Literal["fp32", "fp32-remainders", "bf16"] = "fp32"
-    order: list[ParallelDim] = list(DEFAULT_ORDER)
+class ParallelSpec(declared_model(Parallel, "ParallelSettings")):
+    """The ``parallel`` section: its settings are declared in engine/settings.py (``Parallel``)."""
 
     @model_validator(mode="after")
     def _check(self) -> ParallelSpec:
@@ -172,45 +125,9 @@ class WorkloadSpec(Strict):
         return out
 
 
-class CostSpec(Strict):
-    """Prices and rates for system cost and cost per token; every default has its source."""
-
-    # non-GPU content of a DGX H100 (CPUs, memory, NICs, NVSwitch baseboard, chassis) ~$32k per 8 GPUs
-    # (SemiAnalysis BOM via Epoch AI, https://github.com/epoch-research/training-cost-trends)
-    host_usd_per_device: float = Field(default=4000.0, ge=0)
-    # DGX H100 draws 10.2 kW at most, 8 x 700 W of it GPUs: 4.6 kW / 8 (NVIDIA DGX H100 datasheet)
-    host_power_w_per_device: float = Field(default=575.0, ge=0)
-    # 64-port 400G InfiniBand switch ~$36k (FS.com QM9700-class, Aug 2024 quote), i.e. $562.5 per port
-    switch_port_usd: float = Field(default=562.5, ge=0)
-    # cables and transceivers ~$1,280 per link (2 links per GPU at 1,024 H100: $2.62M, Aug 2024 cluster
-    # cost sheet built on thinkmate/fs.com quotes)
-    link_usd: float = Field(default=1280.0, ge=0)
-    switch_radix: PosInt = 64  # NVIDIA Quantum-2: 64 ports of 400 Gb/s
-    # Uptime Institute Global Data Center Survey 2023: average PUE 1.58 (hyperscale sites ~1.1)
-    pue: float = Field(default=1.58, ge=1)
-    # US industrial electricity, 2023 average 8.0 cents/kWh (EIA Electric Power Monthly, table 5.3)
-    electricity_usd_per_kwh: float = Field(default=0.08, ge=0)
-    # servers written off over 6 years by Microsoft (FY2023 10-K) and 4 often assumed for GPUs: 5
-    amortization_years: float = Field(default=5.0, gt=0)
-    device_price_usd: float | None = Field(default=None, ge=0)  # default: the preset's list price
-    cloud_usd_per_device_hour: float | None = Field(default=None, ge=0)  # set: rent instead of own
-
-
-class ReliabilitySpec(Strict):
-    """Speed spread and failures of the fleet (stragglers, goodput); every default has its source."""
-
-    # Spread of per-device speed (coefficient of variation). Sinha et al. (SC22, arXiv 2208.11035) measure
-    # 8% average (max 22%) performance variation between identical GPUs of one cluster, max to min over
-    # thousands of GPUs, i.e. about 2 x 3.9 standard deviations for ~27k GPUs: ~1%; Llama 3 405B saw a
-    # diurnal 1-2% throughput variation from clock throttling (Dubey et al. 2024, arXiv 2407.21783, 3.3.4)
-    device_speed_cv: float = Field(default=0.01, ge=0, le=0.5)
-    # Llama 3 405B pre-training: 419 unexpected interruptions in 54 days on 16,384 H100 (Dubey et al. 2024,
-    # table 5): 419 / (54 x 24 x 16,384) = 1.97e-5 per GPU-hour
-    failures_per_device_hour: float = Field(default=1.97e-5, ge=0)
-    # Llama 3's Tectonic storage sustains 2 TB/s for 16,384 GPUs (Dubey et al. 2024, sec. 3.3.1): 122 MB/s each
-    checkpoint_write_bytes_per_s_per_device: float = Field(default=1.22e8, gt=0)
-    # time from a failure to training again (detect, reschedule, load the checkpoint, warm up)
-    restart_s: float = Field(default=600.0, ge=0)
+# the ``cost`` and ``reliability`` sections: settings, defaults and sources declared in engine/settings.py
+CostSpec = declared_model(CostRates, "CostSpec")
+ReliabilitySpec = declared_model(Reliability, "ReliabilitySpec")
 
 
 class PoolSpec(Strict):

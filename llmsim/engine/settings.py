@@ -1,0 +1,132 @@
+"""Scenario settings, each declared once: its type and bounds, default, help text and source.
+
+A section is a frozen dataclass whose fields are ``setting(...)``s: the engine reads it as its frozen
+input; the scenario schema (``spec/declared.py``) builds the validating pydantic model from the same
+fields (the annotation's ``annotated_types`` bounds and ``Literal`` choices), and ``llmsim settings``
+and ``docs/settings.md`` print the help and sources. Adding a setting touches its declaration here and
+the engine code that uses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from annotated_types import Ge, Gt, Le
+
+MAX_COUNT = 2**40  # any count (devices, layers, batch, tokens): ~1.1e12
+MAX_DEVICES = 2**30  # devices and parallel degrees: ~1e9, a thousand times the largest cluster
+MAX_VALUE = 1e18  # any other number (rates, prices, sizes)
+
+Degree = Annotated[int, Gt(0), Le(MAX_DEVICES)]
+PosInt = Annotated[int, Gt(0), Le(MAX_COUNT)]
+NonNegFloat = Annotated[float, Ge(0)]  # at most MAX_VALUE: every spec number (spec/base.py Strict)
+ParallelDim = Literal["tp", "cp", "ep", "dp", "pp"]
+DEFAULT_ORDER: tuple[str, ...] = ("tp", "cp", "ep", "dp", "pp")
+
+
+def setting(default, help: str, source: str = ""):
+    """A declared setting: ``default``, one line of ``help``, and the ``source`` of the default."""
+    return field(default=default, metadata={"help": help, "source": source})
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """How the model is split and run (the ``parallel`` section)."""
+
+    tp: Degree = setting(1, "tensor-parallel degree")
+    pp: Degree = setting(1, "pipeline-parallel degree (stages)")
+    dp: Degree | None = setting(None, "data-parallel degree; derived as num_devices / (tp x pp x cp) when omitted")
+    cp: Degree = setting(1, "context-parallel degree (ring attention)")
+    ep: Degree = setting(1, "expert-parallel degree of the MoE layers")
+    sequence_parallel: bool = setting(True, "Megatron sequence parallelism on the tensor-parallel group",
+                                      "Korthikanti et al. 2022, arXiv 2205.05198")
+    flash_attention: bool = setting(True, "fused attention; false: s x s scores in HBM",
+                                    "Dao et al. 2022, arXiv 2205.14135")
+    attention_kernel: str = setting("auto", "a kernel of the accelerator's measured_attention_tflops; auto: the fastest")
+    activation_quant: Literal["fused", "per_gemm"] = setting(
+        "fused", "fp8/fp4 inference: each GEMM input quantised by the kernel that writes it (fused) or by a "
+        "kernel of its own before every GEMM (per_gemm)",
+        "TensorRT-LLM's norm- and SwiGLU-quant kernels; torchao's dynamic activation quantisation")
+    tp_all_reduce: Literal["auto", "nccl"] = setting(
+        "nccl", "inference tp all-reduce: NCCL's algorithms, or auto: also a one-shot custom all-reduce inside "
+        "one scale-up domain where faster (nccl until auto is validated engine by engine)",
+        "TensorRT-LLM, vLLM and SGLang custom all-reduce kernels")
+    tp_comm_overlap: bool = setting(False, "TP collectives overlapped with the GEMMs beside them",
+                                    "Transformer Engine userbuffers (Megatron-Core --tp-comm-overlap)")
+    moe_comm_overlap: Literal["none", "shared_experts", "batch"] = setting(
+        "none", "MoE all-to-all: exposed, under the shared experts, or under another microbatch's layer",
+        "Megatron-Core --moe-shared-expert-overlap, --overlap-moe-expert-parallel-comm; DeepSeek-V3 DualPipe")
+    moe_dispatch: Literal["permute", "einsum"] = setting(
+        "permute", "MoE token routing: gathered by index, or GShard's one-hot dispatch/combine einsums",
+        "Megatron-Core; MaxText dense_matmul; Lepikhin et al. 2020, arXiv 2006.16668")
+    moe_gemm_kernel: Literal["native", "sm80"] = setting(
+        "native", "routed-expert grouped GEMM: the accelerator's own kernels, or Ampere CUTLASS (sm80) on Hopper",
+        "TensorRT-LLM before v0.10 dispatches its MoE GEMM to cutlass::arch::Sm80")
+    microbatch_size: PosInt | Literal["auto"] = setting(
+        1, "sequences per microbatch; auto: the fastest that fits, with virtual_stages (estimate says which)")
+    virtual_stages: PosInt | Literal["auto"] = setting(
+        1, "interleaved 1F1B chunks per device; auto: the fastest that fits (estimate says which)",
+        "Narayanan et al. 2021, arXiv 2104.04473, sec. 2.2")
+    pipeline_embedding_stage: bool = setting(
+        False, "the embedding takes a pipeline layer slot", "Megatron-LM --account-for-embedding-in-pipeline-split")
+    pipeline_loss_stage: bool = setting(
+        False, "the output layer and loss take a pipeline layer slot", "Megatron-LM --account-for-loss-in-pipeline-split")
+    recompute: str = setting(
+        "selective", "none, selective (core attention), full, or Megatron-Core's modules as "
+        "selective:<module>+<module>, e.g. selective:moe_act+layernorm",
+        "Korthikanti et al. 2022; Megatron-Core --recompute-modules")
+    zero_stage: Annotated[int, Ge(0), Le(3)] = setting(
+        1, "ZeRO/FSDP: 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded over dp",
+        "Rajbhandari et al. 2020, arXiv 1910.02054")
+    grad_reduce_dtype: Literal["auto", "fp32", "bf16"] = setting(
+        "auto", "dtype gradients are accumulated and reduced in; auto: fp32 with bf16/fp8/fp4 parameters, "
+        "16-bit under ZeRO-3 (FSDP)", "NeMo optim.grad_sync_dtype; torch.distributed.fsdp MixedPrecision")
+    optimizer_states: Literal["fp32", "fp32-remainders", "bf16"] = setting(
+        "fp32", "Adam's state per parameter: fp32 master, m, v (12 B); fp32-remainders (10 B); bf16 m, v (4 B)",
+        "Megatron-LM dist_optimizer.md; Apex store_param_remainders")
+    order: tuple[ParallelDim, ...] = setting(
+        DEFAULT_ORDER, "rank order of the dimensions, innermost first", "Megatron-LM's default tp-cp-ep-dp-pp")
+
+
+@dataclass(frozen=True)
+class CostRates:
+    """Prices and rates for system cost and cost per token (the ``cost`` section; engine/cost/system.py)."""
+
+    host_usd_per_device: NonNegFloat = setting(
+        4000.0, "non-accelerator content of a node per device (CPUs, memory, NICs, switch baseboard, chassis)",
+        "DGX H100 ~$32k per 8 GPUs, SemiAnalysis BOM via Epoch AI, https://github.com/epoch-research/training-cost-trends")
+    host_power_w_per_device: NonNegFloat = setting(
+        575.0, "host power per device (W)", "DGX H100 datasheet: 10.2 kW at most, 8 x 700 W of it GPUs: 4.6 kW / 8")
+    switch_port_usd: NonNegFloat = setting(
+        562.5, "scale-out switch port (USD)", "64-port 400G InfiniBand switch ~$36k (FS.com QM9700-class, Aug 2024)")
+    link_usd: NonNegFloat = setting(
+        1280.0, "cables and transceivers per link (USD)",
+        "2 links per GPU at 1,024 H100: $2.62M, Aug 2024 cluster cost sheet on thinkmate/fs.com quotes")
+    switch_radix: PosInt = setting(64, "scale-out switch ports", "NVIDIA Quantum-2: 64 ports of 400 Gb/s")
+    pue: Annotated[float, Ge(1)] = setting(
+        1.58, "power usage effectiveness of the data centre", "Uptime Institute Global Data Center Survey 2023")
+    electricity_usd_per_kwh: NonNegFloat = setting(
+        0.08, "electricity price (USD/kWh)", "EIA Electric Power Monthly table 5.3: US industrial 2023, 8.0 cents")
+    amortization_years: Annotated[float, Gt(0)] = setting(
+        5.0, "years the capex is written off over", "Microsoft FY2023 10-K: 6 years for servers; 4 often assumed")
+    device_price_usd: NonNegFloat | None = setting(None, "price per device (USD); default: the preset's list price")
+    cloud_usd_per_device_hour: NonNegFloat | None = setting(
+        None, "rent per device-hour (USD) instead of owning the system")
+
+
+@dataclass(frozen=True)
+class Reliability:
+    """Speed spread and failures of the fleet (the ``reliability`` section; engine/reliability.py)."""
+
+    device_speed_cv: Annotated[float, Ge(0), Le(0.5)] = setting(
+        0.01, "spread of per-device speed (coefficient of variation)",
+        "Sinha et al. SC22, arXiv 2208.11035: 8% max-min over thousands of GPUs, ~2 x 3.9 sd; "
+        "Llama 3 (arXiv 2407.21783, 3.3.4): 1-2% diurnal variation")
+    failures_per_device_hour: NonNegFloat = setting(
+        1.97e-5, "unexpected interruptions per device-hour",
+        "Llama 3 405B: 419 in 54 days on 16,384 H100 (Dubey et al. 2024, arXiv 2407.21783, table 5)")
+    checkpoint_write_bytes_per_s_per_device: Annotated[float, Gt(0)] = setting(
+        1.22e8, "checkpoint write bandwidth per device (B/s)",
+        "Llama 3's Tectonic storage: 2 TB/s for 16,384 GPUs (Dubey et al. 2024, sec. 3.3.1)")
+    restart_s: NonNegFloat = setting(600.0, "time from a failure to training again (detect, reschedule, load, warm up)")

@@ -1,0 +1,61 @@
+"""Each scenario setting is declared once (llmsim/engine/settings.py): the schema, the engine's inputs
+and docs/settings.md come from it."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from llmsim.engine.settings import CostRates, Parallel, Reliability
+from llmsim.spec.declared import declared_sections, markdown
+from llmsim.spec.errors import SpecError
+from llmsim.spec.presets import PresetRegistry
+from llmsim.study.records import load
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_docs_settings_md_is_generated_from_the_declarations():
+    # regenerate with: llmsim settings --format markdown > docs/settings.md
+    assert (ROOT / "docs" / "settings.md").read_text(encoding="utf-8") == markdown()
+
+
+def test_a_scenario_without_the_section_gets_the_declared_defaults():
+    sc = load(None, PresetRegistry(), [])
+    for key, section in declared_sections():
+        got = getattr(sc, key)
+        for f in dataclasses.fields(section):
+            if key == "parallel" and f.name in ("tp", "pp"):  # the bundled default scenario sets tp 8, pp 2
+                continue
+            assert getattr(got, f.name) == f.default, f"{key}.{f.name}"
+
+
+@pytest.mark.parametrize("override, allowed", [
+    ("parallel.zero_stage=4", "less than or equal to 3"),
+    ("parallel.moe_gemm_kernel=sm90", "'native' or 'sm80'"),
+    ("cost.pue=0.9", "greater than or equal to 1"),
+    ("reliability.device_speed_cv=0.6", "less than or equal to 0.5"),
+    ("parallel.order=[tp, cp, ep, dp, dp]", "exactly once"),
+])
+def test_the_declared_bounds_and_choices_are_enforced(override, allowed):
+    with pytest.raises(SpecError, match=re.escape(allowed)):
+        load(None, PresetRegistry(), [override])
+
+
+def test_every_number_a_user_gets_by_default_has_a_source():
+    # the rule of the project (a number without a source is a defect): cost and reliability defaults
+    for section in (CostRates, Reliability):
+        for f in dataclasses.fields(section):
+            if isinstance(f.default, (int, float)) and not isinstance(f.default, bool) and f.name != "restart_s":
+                assert f.metadata["source"], f"{section.__name__}.{f.name} has no source"
+
+
+def test_a_setting_is_named_in_its_declaration_and_where_it_is_used():
+    # pipeline_embedding_stage (and the other settings no other part of llmsim has a use for) appear in
+    # engine/settings.py and in the one module that reads them: nowhere in spec/, study/ or cli/
+    names = {p: p.read_text(encoding="utf-8") for p in (ROOT / "llmsim").rglob("*.py")}
+    for setting in ("pipeline_embedding_stage", "pipeline_loss_stage", "moe_comm_overlap", "restart_s"):
+        modules = sorted(str(p.relative_to(ROOT)) for p, text in names.items() if re.search(rf"\b{setting}\b", text))
+        assert len(modules) <= 2 and "llmsim/engine/settings.py" in modules, (setting, modules)
+    assert {f.name for f in dataclasses.fields(Parallel)} >= {"pipeline_embedding_stage", "moe_gemm_kernel"}

@@ -59,7 +59,7 @@ def _package(module: str) -> str:
 def test_the_walk_sees_the_packages_and_their_imports():
     # guards the test itself: a walker that found nothing would pass everything below
     assert set(ALLOWED) <= {_package(m) for m in MODULES}
-    assert "llmsim.engine.network.collectives" in GRAPH["llmsim.engine.network.topology"]
+    assert "llmsim.engine.network.collectives" in GRAPH["llmsim.engine.network.groups"]
     assert "llmsim.engine.training" in GRAPH["llmsim.validation.runs"]  # a function-level import
 
 

@@ -1,4 +1,4 @@
-"""The collective tuner over many paths at once (network/tuner.py, as topology.group_collectives uses it
+"""The collective tuner over many paths at once (network/tuner.py, as groups.group_collectives uses it
 for a sweep's groups) gives the same times, bit for bit, and the same algorithm names as the tuner on
 each path alone (collectives.collective_columns)."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llmsim.engine.columns import factorize
-from llmsim.engine.network import topology as T
+from llmsim.engine.network import groups as T
 from llmsim.engine.network.collectives import collective_columns
 from llmsim.spec.convert import network_values
 from llmsim.spec.presets import PresetRegistry

@@ -40,7 +40,8 @@ from llmsim.engine.forward import (
     workspace_per_token,
 )
 from llmsim.engine.memory import moe_dispatch_factor
-from llmsim.engine.network.topology import group_collectives, strides
+from llmsim.engine.network.groups import group_collectives
+from llmsim.engine.network.topology import strides
 from llmsim.engine.params import local_params
 from llmsim.engine.split import Split, resolve_split
 from llmsim.engine.types import PRECISION_BYTES, Model, Scenario

@@ -4,7 +4,7 @@ For each operator of one layer (training: one microbatch, forward + backward; in
 of the batch and one decode step at the mean of the contexts TPOT samples) its FLOPs, HBM bytes, arithmetic intensity
 against the device's ridge point (peak FLOP/s / HBM bandwidth; Williams et al. 2009, roofline), which
 roof bounds it, and its share of the phase's time; the layer's collectives appear as ``network`` rows.
-The operators are the ones the step models time (``training.layer_operators``, ``inference.phase_ops``),
+The operators are the ones the step models time (``layer_times.layer_operators``, ``inference.phase_ops``),
 each at ``compute.kernel_time``.
 """
 
@@ -77,7 +77,7 @@ def operator_table(sc: Scenario) -> list[dict]:
         rows += [_row("decode step", op, sc, False) for op in phase_ops(sc, sp, b, 1, ctx)[moe]]
         rows += _tp_rows(sc, sp, "decode step", b, 2)
         return _with_shares(rows)
-    from llmsim.engine.training import layer_operators
+    from llmsim.engine.layer_times import layer_operators
 
     seqpar = p.sequence_parallel and p.tp > 1
     ops = layer_operators(sc, sp.microbatch_size, sp.tp, sp.cp, sp.ep, sp.expert_tp)[moe]

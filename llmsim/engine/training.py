@@ -16,17 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.columns import first_row, on_distinct, per_key
+from llmsim.engine.columns import first_row, per_key
 from llmsim.engine.compute import (
     ACT_BYTES,
-    Op,
-    embedding_ops,
-    expert_gemm_rate,
-    head_ops,
-    kernel_time,
-    layer_ops,
 )
 from llmsim.engine.heads import kv_width_per_rank, qk_dim, v_dim
+from llmsim.engine.layer_times import layer_times
 from llmsim.engine.memory import (
     MAIN_GRAD_BYTES,
     OPTIMIZER_STATE_BYTES,
@@ -41,12 +36,13 @@ from llmsim.engine.memory import (
     state_bytes,
     with_runtime_reserve,
 )
-from llmsim.engine.network.topology import group_collectives, path_of, strides
+from llmsim.engine.network.groups import group_collectives
+from llmsim.engine.network.topology import path_of, strides
 from llmsim.engine.overlap import bucketed_cost, overlap_cost
 from llmsim.engine.params import local_params, param_counts
 from llmsim.engine.reliability import goodput, straggler_time
 from llmsim.engine.split import Split, resolve_split
-from llmsim.engine.tensor_parallel import exposed_tp_comm, overlap_windows
+from llmsim.engine.tensor_parallel import exposed_tp_comm
 from llmsim.engine.types import Scenario
 from llmsim.engine.window import key_span
 
@@ -82,68 +78,8 @@ def model_flops_per_token(sc: Scenario) -> float:
     return 6.0 * n + 6.0 * m.layers * sc.workload.seq_len * m.heads * (qk + v)
 
 
-# the operators each Megatron-Core recompute module runs again in the backward (memory.recompute_modules);
-# core_attn is every op that op.core_attention marks
-# (with FP8, the quantisation of a recomputed GEMM input runs again too: Megatron-Core keeps the 16-bit
-# original, set_save_original_input, and the backward quantises it anew)
-RECOMPUTED_OPS = {
-    "layernorm": ("attn_norm", "mlp_norm", "qkv_proj_cast", "q_down_cast", "kv_down_cast", "q_proj_cast",
-                  "mlp_up_cast", "shared_up_cast"),
-    "mla_up_proj": ("q_up", "kv_up", "q_proj", "q_up_cast", "kv_up_cast", "q_proj_cast"),
-    "moe_act": ("experts_act", "experts_down_cast"),
-    "mlp": ("mlp_up", "mlp_act", "mlp_down", "mlp_up_cast", "mlp_down_cast"),
-}
-
-
-def _recomputed(op: Op, modules: frozenset[str]) -> bool:
-    return (op.core_attention and "core_attn" in modules) or any(
-        op.name in RECOMPUTED_OPS[x] for x in modules if x != "core_attn")
-
-
-def _pass_time(ops: list[Op], sc: Scenario):
-    """(forward, backward, core attention's forward, forward of what the recompute setting runs again)."""
-    acc, prec, kern = sc.accelerator, sc.workload.precision, sc.parallel.attention_kernel
-    fwd = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops)
-    bwd = sum(kernel_time(op, acc, prec, kern, backward=True) * op.count for op in ops)
-    attn_fwd = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops if op.core_attention)
-    modules = recompute_modules(sc.parallel.recompute)
-    again = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops if _recomputed(op, modules))
-    return fwd, bwd, attn_fwd, again
-
-
-def layer_operators(sc: Scenario, b, tp, cp, ep, etp=None) -> tuple[list[Op], list[Op]]:
-    """(dense-layer ops, MoE-layer ops) of one microbatch of ``b`` sequences on one device, as the step
-    time counts them (the same list for both when the model has no MoE layers)."""
-    m, w, p = sc.model, sc.workload, sc.parallel
-    s, seqpar, fl = w.seq_len, p.sequence_parallel, p.flash_attention
-    dense = layer_ops(m, b, s, tp, cp, seqpar, w.precision, False, ep, flash=fl)
-    return dense, (layer_ops(m, b, s, tp, cp, seqpar, w.precision, True, ep, flash=fl, expert_tp=etp,
-                             gemm_per_expert=True, moe_dispatch=p.moe_dispatch,
-                             expert_rate=expert_gemm_rate(p, sc.accelerator))
-                   if m.moe else dense)
-
-
-def _compute(sc: Scenario, b, tp, cp, ep, etp) -> dict:
-    """Per-microbatch compute of a layer (dense and MoE mixed by their share), the output layer and the
-    embedding, and the GEMM windows TP collectives hide under; arrays over distinct (b, tp, cp, ep)."""
-    m, w = sc.model, sc.workload
-    s = w.seq_len
-    dense_frac = 1 - m.moe_layer_share
-    dense, moe = layer_operators(sc, b, tp, cp, ep, etp)
-    (f_d, b_d, a_d, r_d), (f_m, b_m, a_m, r_m) = _pass_time(dense, sc), _pass_time(moe, sc)
-    head_f, head_b, _, _ = _pass_time(head_ops(m, b, s, tp, cp, w.precision), sc)
-    emb_f, emb_b, _, _ = _pass_time(embedding_ops(m, b, s, tp, cp), sc)
-    mix = lambda d, x: dense_frac * d + (1 - dense_frac) * x
-    wd, wm = overlap_windows(dense, sc.accelerator, w.precision), overlap_windows(moe, sc.accelerator, w.precision)
-    shared_f, shared_b, _, _ = _pass_time([op for op in moe if op.name.startswith("shared_")], sc)
-    return {"lay_f": mix(f_d, f_m), "lay_b": mix(b_d, b_m), "lay_attn": mix(a_d, a_m), "lay_rec": mix(r_d, r_m),
-            "head_f": head_f, "moe_f": f_m, "moe_b": b_m, "shared_f": shared_f, "shared_b": shared_b,
-            "head_b": head_b, "emb_f": emb_f, "emb_b": emb_b, "dense_frac": dense_frac,
-            **{f"wd{i}": x for i, x in enumerate(wd)}, **{f"wm{i}": x for i, x in enumerate(wm)}}
-
-
 def comm_time(net, op: str, nbytes, ranks, stride, path_ranks=None):
-    """Times of ``op`` for every row's group (``topology.group_collectives``)."""
+    """Times of ``op`` for every row's group (``groups.group_collectives``)."""
     return group_collectives(net, op, nbytes, ranks, stride, path_ranks)[0]
 
 
@@ -190,16 +126,16 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
 
     # --- compute of the fullest stage, per microbatch -------------------------------------------
     etp = sp.expert_tp
-    c = on_distinct(lambda *k: _compute(sc, *k), b, tp, cp, ep, etp)
-    lay_f, lay_b, lay_attn, head_f, head_b = c["lay_f"], c["lay_b"], c["lay_attn"], c["head_f"], c["head_b"]
-    dense_frac = c["dense_frac"]
+    c = layer_times(sc, b, tp, cp, ep, etp)
+    lay_f, lay_b, lay_attn, head_f, head_b = c.forward_s, c.backward_s, c.attention_s, c.head_forward_s, c.head_backward_s
+    dense_frac = 1 - m.moe_layer_share
     stage_layers = sp.layers_per_stage
     n_last = sp.last_layers
     # the last stage also runs the output layer; it sets the pace if that makes it the fullest
     last_extra = head_f + head_b - (stage_layers - n_last) * (lay_f + lay_b)
-    extra_f = np.where(pp == 1, head_f + c["emb_f"], np.where(last_extra > 0, head_f, 0.0))
-    extra_b = np.where(pp == 1, head_b + c["emb_b"], np.where(last_extra > 0, head_b, 0.0))
-    recompute_per_layer = {"none": 0.0 * lay_f, "full": lay_f}.get(p.recompute, c["lay_rec"])  # selective: modules
+    extra_f = np.where(pp == 1, head_f + c.embedding_forward_s, np.where(last_extra > 0, head_f, 0.0))
+    extra_b = np.where(pp == 1, head_b + c.embedding_backward_s, np.where(last_extra > 0, head_b, 0.0))
+    recompute_per_layer = {"none": 0.0 * lay_f, "full": lay_f}.get(p.recompute, c.recompute_s)  # selective: modules
 
     # --- communication per microbatch on the stage ----------------------------------------------
     deg = sp.degrees
@@ -208,8 +144,8 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
     tp_ops = ("all_gather", "reduce_scatter") if seqpar else ("all_reduce",)
     tp_timed = {op: group_collectives(net, op, tok_bytes, tp, st["tp"]) for op in tp_ops}
     tp_times = {op: t.times for op, t in tp_timed.items()}
-    tpc_d = exposed_tp_comm((c["wd0"], c["wd1"], c["wd2"]), tp_times, seqpar, p.tp_comm_overlap)
-    tpc_m = exposed_tp_comm((c["wm0"], c["wm1"], c["wm2"]), tp_times, seqpar, p.tp_comm_overlap)
+    tpc_d = exposed_tp_comm(c.dense_windows_s, tp_times, seqpar, p.tp_comm_overlap)
+    tpc_m = exposed_tp_comm(c.moe_windows_s, tp_times, seqpar, p.tp_comm_overlap)
     tp_fwd = stage_layers * (dense_frac * tpc_d.forward_s + (1 - dense_frac) * tpc_m.forward_s)
     tp_bwd = stage_layers * (dense_frac * tpc_d.backward_s + (1 - dense_frac) * tpc_m.backward_s)
     # recomputation repeats the forward's TP collectives of what it reruns: all of them (full), or a dense
@@ -243,8 +179,8 @@ def training_columns(sc: Scenario, sp: Split, num_devices, global_batch_size) ->
         a2a_timed = group_collectives(net, "all_to_all", a2a_bytes, ep, ep_stride)
         a2a, ep_names = 2 * a2a_timed.times, a2a_timed.names
         per_layer = {"none": 2 * a2a,
-                     "shared_experts": overlap_cost(a2a, c["shared_f"]) + overlap_cost(a2a, c["shared_b"]),
-                     "batch": overlap_cost(2 * a2a, c["moe_f"] + c["moe_b"])}[p.moe_comm_overlap]
+                     "shared_experts": overlap_cost(a2a, c.shared_forward_s) + overlap_cost(a2a, c.shared_backward_s),
+                     "batch": overlap_cost(2 * a2a, c.moe_forward_s + c.moe_backward_s)}[p.moe_comm_overlap]
         ep_comm = per_layer * stage_layers * (1 - dense_frac)
 
     # scatter/gather optimisation (Narayanan et al. 2021 sec. 4.1): each tp rank sends 1/tp of the

@@ -9,9 +9,9 @@ only ``llmsim.engine``.
 def clear_caches() -> None:
     """Forget remembered collective times and group paths: they read calibration constants (link
     efficiencies, protocols), so a change of those must drop them."""
-    from llmsim.engine.network import collectives, path, topology, tuner
+    from llmsim.engine.network import groups, path, topology, tuner
 
-    collectives._tune.cache_clear()
     tuner.forget()
+    groups._remembered.clear()
     topology.path_of.cache_clear()
     path._resized.cache_clear()

@@ -1,12 +1,12 @@
 """Collective cost on a group's path through the network, with the algorithm a tuner would pick
-(``tuner.py``: every applicable algorithm under each protocol, the fastest kept, as NCCL's tuner does).
+(``tuner.py``, the one tuner: every applicable algorithm under each protocol, the fastest kept, as NCCL's
+tuner does).
 Sizes follow nccl-tests (doc/PERFORMANCE.md); see ``algorithms.py`` for the closed forms.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -30,31 +30,14 @@ NONE = Result(0.0, "-", "-", "-")
 
 
 def tune(op: str, sizes: np.ndarray, path: Path, algorithm: str | None = None) -> tuple[np.ndarray, np.ndarray, tuple]:
-    """NCCL-style tuner: every candidate (or only ``algorithm``) timed on every size at once, the fastest
-    kept (the first in AUTO / PROTOCOLS order on a tie). ``sizes`` > 0, ``path.ranks`` > 1; returns (times
-    without the launch cost, the index of each size's choice, the candidates + NO_CANDIDATE), inf and
-    NO_CANDIDATE where none applies. Remembered per (op, path, sizes): a sweep's groups ask for the same
-    few collectives again and again (read-only arrays)."""
+    """The tuner (``tuner.tune_pairs``: every candidate, or only ``algorithm``, the fastest kept) on one
+    path for every size: (times without the launch cost, the index of each size's choice, the candidates +
+    NO_CANDIDATE), inf and NO_CANDIDATE where none applies. ``sizes`` > 0, ``path.ranks`` > 1; each distinct
+    size is tuned (or remembered) once."""
     sizes = np.asarray(sizes, dtype=float)
     uniq, back = np.unique(sizes, return_inverse=True)
-    if len(uniq) > CACHED_SIZES:  # a long column of sizes: timed once, not kept
-        t, choice, cands = _tune.__wrapped__(op, uniq.tobytes(), uniq.shape, path, algorithm)
-    else:
-        t, choice, cands = _tune(op, uniq.tobytes(), uniq.shape, path, algorithm)
+    t, choice, cands = tuner.tune_pairs(op, uniq, np.zeros(len(uniq), dtype=np.int64), [path], algorithm)
     return t[back].reshape(sizes.shape), choice[back].reshape(sizes.shape), cands
-
-
-CACHED_SIZES = 64  # at most this many distinct sizes per remembered call: the cache stays a few MB
-
-
-@lru_cache(maxsize=8192)
-def _tune(op: str, key: bytes, shape: tuple, path: Path, algorithm: str | None):
-    sizes = np.frombuffer(key, dtype=float).reshape(shape)
-    st = tuner.stack([path]).take(np.zeros(sizes.size, dtype=np.int64))  # the path's levels, once per size
-    t, choice, cands = tuner.tune(op, sizes.ravel(), st, algorithm)
-    t, choice = t.reshape(shape), choice.reshape(shape)
-    t.flags.writeable = choice.flags.writeable = False
-    return t, choice, cands
 
 
 @dataclass(frozen=True)

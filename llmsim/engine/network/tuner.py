@@ -12,8 +12,8 @@ A sweep's group asks for one collective on a few dozen paths (its rows' tp, dp, 
 the network) at a few sizes each. Paths of one shape (the same topologies, scale-up flags, in-network
 reduction and torus extents per level, in order) differ only in numbers: ranks, bandwidth and latency
 per level. ``Stack`` holds those numbers as arrays, one element per (path, size) pair, and every
-candidate runs over all pairs of a shape in one go (``tune_pairs``); ``collectives.tune`` is the same
-on one path.
+candidate runs over all pairs of a shape in one go (``tune_pairs``, the tuner's one entry, which
+remembers its answers); ``collectives.tune`` is its one-path case.
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ def tune(op: str, S: np.ndarray, st: Stack, algorithm: str | None = None) -> tup
 
 REMEMBERED_PAIRS = 200_000  # (path, size) answers kept across calls: a sweep's chunks ask for the same ones
 REMEMBERED_PER_CALL = 4096  # a call with more pairs than this is tuned without the memo (and adds nothing)
-_remembered: dict[tuple[str, Path], dict[float, tuple[float, int]]] = {}
+_remembered: dict[tuple[str, Path, str | None], dict[float, tuple[float, int]]] = {}
 _count = [0]
 
 
@@ -244,18 +244,20 @@ def forget() -> None:
     _count[0] = 0
 
 
-def tune_pairs(op: str, sizes: np.ndarray, path_of_pair: np.ndarray, paths: list[Path]):
+def tune_pairs(op: str, sizes: np.ndarray, path_of_pair: np.ndarray, paths: list[Path],
+               algorithm: str | None = None):
     """(times without the launch cost, choices, candidates) of ``op`` for each pair (``sizes`` > 0 on
-    ``paths[path_of_pair]``), a shape of paths at a time; answers are remembered per (path, size), so the
-    chunks of a sweep that meet a path again at a size tune only what is new."""
-    cands = (*candidates(None), NO_CANDIDATE)
+    ``paths[path_of_pair]``), every candidate or only ``algorithm``, a shape of paths at a time; answers
+    are remembered per (path, algorithm, size), so the chunks of a sweep that meet a path again at a size
+    tune only what is new. The only entry to the tuner (``collectives.tune`` is its one-path case)."""
+    cands = (*candidates(algorithm), NO_CANDIDATE)
     t = np.empty(len(sizes))
     choice = np.empty(len(sizes), dtype=np.int64)
     remember = len(sizes) <= REMEMBERED_PER_CALL
     if remember:
         if _count[0] > REMEMBERED_PAIRS:
             forget()
-        memos = [_remembered.setdefault((op, path), {}) for path in paths]
+        memos = [_remembered.setdefault((op, path, algorithm), {}) for path in paths]
         todo = []
         for i, (p, size) in enumerate(zip(path_of_pair.tolist(), sizes.tolist(), strict=True)):
             known = memos[p].get(size)
@@ -276,7 +278,7 @@ def tune_pairs(op: str, sizes: np.ndarray, path_of_pair: np.ndarray, paths: list
         local[members] = np.arange(len(members))
         rows = todo[local[path_of_pair[todo]] >= 0]
         st = stack([paths[p] for p in members]).take(local[path_of_pair[rows]])
-        t[rows], choice[rows], _ = tune(op, sizes[rows], st)
+        t[rows], choice[rows], _ = tune(op, sizes[rows], st, algorithm)
     if remember:
         for p, size, ti, ci in zip(path_of_pair[todo].tolist(), sizes[todo].tolist(), t[todo].tolist(),
                                    choice[todo].tolist(), strict=True):

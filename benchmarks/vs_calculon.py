@@ -8,7 +8,9 @@ here: its search runs in that environment's Python, which this script starts and
     python benchmarks/vs_calculon.py --calculon-python /tmp/calc_venv/bin/python \\
         --calculon-dir CALCULON_CHECKOUT [--gpus 64] [--max-batch 64] [--full]
 
-Side by side: both search GPT-3 175B (96 layers, 96 heads, sequence 2,048) on ``--gpus`` A100s with the
+Side by side, per grid point and per configuration each side actually times (llmsim's split checks and
+memory floor refuse most of its grid before the timing model; Calculon enumerates valid splits only):
+both search GPT-3 175B (96 layers, 96 heads, sequence 2,048) on ``--gpus`` A100s with the
 global batch the largest multiple of dp up to ``--max-batch``. Calculon enumerates its own space
 (``OptimalExecution.run_command``'s loops, called from its package: tp, pp, interleaving, recompute,
 optimizer sharding, tensor-parallel communication, then microbatch, overlaps and network per group),
@@ -18,9 +20,10 @@ stages (every divisor of the layers), microbatch (every divisor of the batch), r
 full), ZeRO 0/1 (optimizer sharding), sequence parallelism and TP overlap on or off, and the rank order
 (which of the tp, dp and pp groups share a node: Calculon's choice of network per group); it has no
 offloading, data-parallel overlap switch or Calculon's tensor-parallel communication variants. Each side reports points evaluated, CPU-seconds (the process and its workers) and
-points per CPU-second. ``--full`` also runs llmsim alone over Calculon's full 1,536-GPU space
-(``--pareto-only``), with wall time, CPU-seconds and peak RSS; Calculon's own count of that space comes
-from its search in debug mode (it loops without evaluating).
+points per CPU-second. ``--full`` also runs llmsim over Calculon's full 1,536-GPU space
+(``--pareto-only``), with wall time, CPU-seconds and peak RSS, against Calculon's rate on a sample of
+that same space (``--calculon-full-stride``); Calculon's count of the space comes from its search in debug
+mode (it loops without evaluating).
 """
 
 from __future__ import annotations
@@ -139,6 +142,33 @@ def llmsim(gpus: int, max_batch: int, jobs: int, tmp: str, flags: tuple[str, ...
     return load_sweep(path).size, rows, wall, cpu, tree
 
 
+def timed_configurations(gpus: int, max_batch: int, tmp: str) -> int:
+    """How many of llmsim's points reach the timing model (``training_columns``): a valid split that the
+    memory floor does not rule out untimed; the rest are refused by the split checks (dp not integral, heads
+    not divisible by tp, ...) or by the weights and optimizer states alone, as Calculon never counts an
+    invalid split. Counted in this process by wrapping ``records.training_record``."""
+    import numpy as np
+
+    from llmsim.spec.sweep import load_sweep
+    from llmsim.study import records
+    from llmsim.study.sweep import run
+
+    path = Path(tmp) / f"calculon-{gpus}-count.yaml"
+    path.write_text(sweep_yaml(gpus, max_batch))
+    count, real = [0], records.training_record
+
+    def counting(sc, split, num_devices, global_batch_size):
+        count[0] += len(np.atleast_1d(split.tp))
+        return real(sc, split, num_devices, global_batch_size)
+
+    records.training_record = counting
+    try:
+        run(load_sweep(path), (), 1, front_only=True)  # which points are timed does not depend on what is kept
+    finally:
+        records.training_record = real
+    return count[0]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calculon-python", required=True, help="the Python of the environment Calculon is installed in")
@@ -150,6 +180,8 @@ def main() -> None:
     ap.add_argument("--calculon-stride", type=int, default=32,
                     help="Calculon evaluates every Nth of its outer configurations (its rate; it would take hours)")
     ap.add_argument("--full", action="store_true", help="also llmsim over Calculon's 1,536-GPU space, batch 3,072")
+    ap.add_argument("--calculon-full-stride", type=int, default=4096,
+                    help="with --full: Calculon evaluates every Nth configuration of the 1,536-GPU space (its rate there)")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     space, _, _ = calculon(args.calculon_python, args.calculon_dir, args.gpus, args.max_batch, args.jobs, True,
@@ -167,17 +199,28 @@ def main() -> None:
         rate = points / cpu
         print(f"llmsim sweep, the same model, GPUs and batch, 1 process: {points:,} points ({rows:,} feasible rows), {wall:.1f} s, "
               f"{cpu:.1f} CPU-s, {rate:,.0f} points per CPU-second, peak RSS {tree:,.0f} MB")
-        print(f"ratio (points per CPU-second, llmsim / Calculon): {rate / c_rate:,.0f}x")
+        timed_points = timed_configurations(args.gpus, args.max_batch, tmp)
+        print(f"ratio (points per CPU-second, llmsim / Calculon): {rate / c_rate:,.0f}x per grid point; "
+              f"{timed_points:,} of llmsim's points ({100 * timed_points / points:.1f}%) reach the timing model "
+              f"(Calculon counts valid configurations only): {timed_points / cpu / c_rate:,.0f}x per timed "
+              f"configuration")
         if args.full:
             full, _, _ = calculon(args.calculon_python, args.calculon_dir, 1536, 3072, args.jobs, True,
                                   ["ar", "p2p_rs_ag", "rs_ag"], False)
+            comm = ["ar", "p2p_rs_ag", "rs_ag"]
+            res_full, _, f_cpu = calculon(args.calculon_python, args.calculon_dir, 1536, 3072, args.jobs, False,
+                                               comm, False, args.calculon_full_stride)
+            f_rate = res_full["points"] / f_cpu
             print(f"Calculon's full space (1,536 GPUs, max batch 3,072, as shipped: offload tier, all tp comm "
-                  f"types): {full['points']:,} executions; at {c_rate:,.1f} per CPU-second about "
-                  f"{full['points'] / c_rate / 3600:,.0f} CPU-hours")
+                  f"types): {full['points']:,} executions; every {args.calculon_full_stride}th configuration: "
+                  f"{res_full['points']:,} executions, {f_cpu:.1f} CPU-s, {f_rate:,.1f} per CPU-second (the "
+                  f"whole space about {full['points'] / f_rate / 3600:,.0f} CPU-hours)")
             points, rows, wall, cpu, tree = llmsim(1536, 3072, args.jobs, tmp, ("--pareto-only",))
+            timed_points = timed_configurations(1536, 3072, tmp)
             print(f"llmsim sweep over it, --pareto-only: {points:,} points ({rows:,} rows), {wall:.1f} s, {cpu:.1f} "
                   f"CPU-s, {points / cpu:,.0f} points per CPU-second, peak RSS {tree:,.0f} MB (command and workers); "
-                  f"{points / cpu / c_rate:,.0f}x Calculon's rate above")
+                  f"{points / cpu / f_rate:,.0f}x Calculon's rate on the same space per grid point, "
+                  f"{timed_points / cpu / f_rate:,.0f}x per timed configuration ({timed_points:,} timed)")
 
 
 if __name__ == "__main__":

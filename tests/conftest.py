@@ -60,3 +60,17 @@ def assert_spec_error(tmp_path, text: str, key: str) -> None:
     r = run_cli("estimate", str(path))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert str(path) in r.stderr and key in r.stderr, r.stderr
+
+
+def one_network_per_shape() -> list[str]:
+    """A network preset of each distinct shape (per tier: topology, in-network reduction, torus
+    dimensions, a measured LL step): what the tuner's code paths depend on; 13 of the 22 presets."""
+    from llmsim.spec.convert import network_values
+    from llmsim.spec.presets import PresetRegistry
+
+    reg, shapes = PresetRegistry([]), {}
+    for name in sorted(reg.names("networks")):
+        net = network_values(reg.get("networks", name))
+        key = tuple((t.topology, t.in_network_reduction, len(t.dims), t.ll_latency_s is not None) for t in net.tiers)
+        shapes.setdefault(key, name)
+    return sorted(shapes.values())

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import one_network_per_shape
 
 from llmsim.engine.errors import DesignError
 from llmsim.engine.network.collectives import OPS, collective, collective_columns
@@ -139,11 +140,15 @@ def test_a_group_without_a_valid_split_gives_its_reasons(tmp_path, keep):
 SIZES = np.concatenate([[1.0, 3.0, 8.0], np.geomspace(16, 3e10, 17), [2.0**20, 2.0**30, 12345.678]])
 
 
-def test_a_size_in_an_array_is_timed_as_it_is_alone_to_the_bit(registry):
+def test_a_size_in_an_array_is_timed_as_it_is_alone_to_the_bit(registry, monkeypatch):
     # the tuner evaluates every candidate on all sizes at once (the hierarchical one through masked
-    # sub-collectives): no size may borrow another's algorithm or mask
+    # sub-collectives): no size may borrow another's algorithm or mask; nothing remembered, so that each
+    # size alone is computed afresh
+    from llmsim.engine.network import tuner
+
+    monkeypatch.setattr(tuner, "REMEMBERED_PER_CALL", 0)
     checked = set()
-    for net in registry.names("networks"):
+    for net in one_network_per_shape():
         network = network_values(registry.get("networks", net))
         for stride, n in ((1, 2), (1, 8), (2, 4), (4, 16), (8, 2), (8, 16), (1, 64), (16, 64), (64, 4), (1, 256)):
             if stride * n > network.tiers[-1].size:

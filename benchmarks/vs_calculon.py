@@ -146,11 +146,11 @@ def timed_configurations(gpus: int, max_batch: int, tmp: str) -> int:
     """How many of llmsim's points reach the timing model (``training_columns``): a valid split that the
     memory floor does not rule out untimed; the rest are refused by the split checks (dp not integral, heads
     not divisible by tp, ...) or by the weights and optimizer states alone, as Calculon never counts an
-    invalid split. Counted in this process by wrapping ``records.training_record``."""
+    invalid split. Counted in this process by wrapping ``modes.training.training_record``."""
     import numpy as np
 
     from llmsim.spec.sweep import load_sweep
-    from llmsim.study import records
+    from llmsim.study.modes import training as records
     from llmsim.study.sweep import run
 
     path = Path(tmp) / f"calculon-{gpus}-count.yaml"

@@ -3,7 +3,8 @@
 import pytest
 from conftest import run_cli
 
-from llmsim.study.records import interleavings, load, record
+from llmsim.study.auto import interleavings
+from llmsim.study.records import load, record
 
 # TorchTitan's Llama 3.1 405B on 512 H100 (FSDP 8 x TP 8 x PP 8, "Interleaved 1F1B"; the benchmark does
 # not state the virtual stages per rank: torchtitan benchmarks/llama3_h100_202412_torchtitan.md, table 5)
@@ -176,7 +177,7 @@ def test_moe_layer_frequency_alternates_dense_and_expert_layers(registry):
 def test_microbatch_auto_picks_the_fastest_divisor_that_fits(registry):
     # Megatron-Core's 32B weak-scaling row (README table): tp 8 on 384 H100, global batch 192, so each of
     # the 48 data-parallel ranks runs 192 / 48 = 4 sequences: microbatch 1, 2 or 4
-    from llmsim.study.records import microbatch_sizes
+    from llmsim.study.auto import microbatch_sizes
 
     base = ["model=gpt3-175b", "model.layers=48", "model.hidden=7168", "model.heads=56", "model.kv_heads=56",
             "model.ffn_hidden=28672",

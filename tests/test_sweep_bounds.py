@@ -8,7 +8,7 @@ import pandas as pd
 from conftest import run_main
 
 from llmsim.spec.sweep import load_sweep
-from llmsim.study import evaluate
+from llmsim.study.modes import training as mode_training
 from llmsim.study.sweep import rank, run
 
 # llama3-70b and gpt3-175b on 8 to 64 devices of 80 GB with ZeRO 0-3: many splits cannot hold their states
@@ -45,9 +45,9 @@ def test_memory_floor_is_below_the_memory_of_every_split(tmp_path, monkeypatch):
         seen.append((sc, split.take(rows)))
         return np.zeros(len(ok), bool)
 
-    monkeypatch.setattr(evaluate, "_surely_too_big", spy)
+    monkeypatch.setattr(mode_training, "surely_too_big", spy)
     rows = run(load_sweep(_spec(tmp_path, "keep: feasible\n")), (), 1)
-    from llmsim.study.records import training_record
+    from llmsim.study.modes.training import training_record
 
     checked = 0
     for sc, split in seen:
@@ -63,7 +63,7 @@ def test_memory_floor_is_below_the_memory_of_every_split(tmp_path, monkeypatch):
 def test_splits_that_cannot_fit_are_dropped_untimed_and_the_rows_are_unchanged(tmp_path, monkeypatch):
     # keep: all times every valid split and reports those that do not fit; without it the splits over the
     # floor are never timed, and the CSV is byte for byte the keep: all CSV's feasible rows (they come first)
-    from llmsim.study import records
+    from llmsim.study.modes import training as records
 
     timed = []
     real = records.training_record

@@ -90,7 +90,9 @@ def estimate(
     rec = evaluate_point(est.operator_rows if ops else est.record, sc, scenario, overrides)
     if sc.workload.mode == "training" and not ops:
         which = "the fastest that fits" if rec["fits_in_memory"] else "none fits: the fastest"
-        for knob, choices in est.auto_choices(sc).items():
+        from llmsim.study.auto import auto_choices
+
+        for knob, choices in auto_choices(sc).items():
             sys.stderr.write(f"llmsim estimate: {knob} auto -> {rec[knob]} ({which} of "
                              f"{', '.join(map(str, choices))})\n")
     if ops:

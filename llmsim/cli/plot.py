@@ -193,7 +193,7 @@ def _not_a_sweep_spec(path: Path | None) -> None:
 
 def _scenario_title(sc) -> str:
     from llmsim.engine.split import resolve_split
-    from llmsim.study.records import resolve_auto
+    from llmsim.study.modes.training import resolve_auto
 
     sc = resolve_auto(sc)
     w, sp = sc.workload, resolve_split(sc)

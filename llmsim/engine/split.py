@@ -77,7 +77,7 @@ class Split:
 def inputs_of(sc: Scenario) -> dict:
     """The split inputs of one scenario, as Python numbers (dp None when derived)."""
     p, w = sc.parallel, sc.workload
-    # microbatch_size and virtual_stages auto are resolved for training (study.records.resolve_auto);
+    # microbatch_size and virtual_stages auto are resolved for training (study.modes.training.resolve_auto);
     # serving and inference have neither microbatches nor interleaving
     auto = lambda v: 1 if v == "auto" and w.mode != "training" else v
     return {"num_devices": sc.num_devices, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,

@@ -1,5 +1,5 @@
 """The values each ``auto`` training knob (``parallel.microbatch_size``, ``parallel.virtual_stages``) is
-chosen from; ``study.records.resolve_auto`` picks the fastest that fits."""
+chosen from; ``study.modes.training.resolve_auto`` picks the fastest that fits."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from llmsim.engine.split import SPLIT_INPUTS, Split, inputs_of, split_arrays
 from llmsim.spec.errors import SpecError
 from llmsim.spec.expr import Expr
 from llmsim.spec.yamlio import Document
+from llmsim.study import modes
 from llmsim.study.columns import axis_column, axis_columns, axis_paths, cell, record_names
 
 # dotted scenario path -> split input evaluated as a column
@@ -176,34 +177,8 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataF
     n = {k: varied.get(k, np.full(len(points), base[k]) if base[k] is not None else None) for k in SPLIT_INPUTS}
     n = {k: v for k, v in n.items() if v is not None}
     split, ok, reasons = _splits(sc, n, varied, ctx.spec.keep == "all")
-    if sc.workload.mode == "training" and ctx.spec.keep != "all":
-        ok &= ~_surely_too_big(sc, split, ok)  # dropped untimed: their rows would be dropped anyway
-    if sc.workload.mode == "training":
-        from llmsim.study.records import training_inputs, training_record
-
-        engine = lambda sub: training_record(sc, sub, n["num_devices"][ok], n["global_batch_size"][ok])
-        return _rows(ctx, points, ok, reasons, split, engine, lambda bad: training_inputs(
-            sc, {k: v[bad] for k, v in n.items()}))
-    from llmsim.engine.inference import no_batch_message, resolve_batches
-    from llmsim.study.records import inference_inputs, inference_record, serving_inputs, serving_record
-
-    w = sc.workload
-    isl = varied.get("input_len", np.full(len(points), w.input_len))
-    osl = varied.get("output_len", np.full(len(points), w.output_len))
-    if w.mode == "serving":
-        conc = varied.get("concurrency", np.full(len(points), w.concurrency))
-        engine = lambda sub: serving_record(sc, sub, n["num_devices"][ok], conc[ok], isl[ok], osl[ok])
-        return _rows(ctx, points, ok, reasons, split, engine, lambda bad: serving_inputs(
-            sc, {k: v[bad] for k, v in n.items()}, isl[bad], osl[bad], conc[bad]))
-    asked = varied.get("batch_size", np.full(len(points), w.batch_size, dtype=object))
-    batch = asked[ok] if "batch_size" in varied else resolve_batches(sc, split.take(ok), isl[ok], osl[ok])
-    if (batch < 1).any():  # batch max: not one sequence fits
-        none = np.flatnonzero(ok)[batch < 1]
-        reasons[none] = [no_batch_message(sc, int(t)) for t in isl[none] + osl[none]]
-        batch, ok[none] = batch[batch >= 1], False
-    engine = lambda sub: inference_record(sc, sub, n["num_devices"][ok], batch, isl[ok], osl[ok])
-    return _rows(ctx, points, ok, reasons, split, engine, lambda bad: inference_inputs(
-        sc, {k: v[bad] for k, v in n.items()}, isl[bad], osl[bad], asked[bad]))
+    engine, inputs, ok, reasons = modes.of(sc).group(sc, n, varied, split, ok, reasons, ctx.spec.keep == "all")
+    return _rows(ctx, points, ok, reasons, split, engine, inputs)
 
 
 def _splits(sc, n: dict, varied: dict, explain: bool) -> tuple[Split, np.ndarray, np.ndarray]:
@@ -228,20 +203,6 @@ def _splits(sc, n: dict, varied: dict, explain: bool) -> tuple[Split, np.ndarray
     if explain:
         reasons[big] = too_many[big]
     return split, ok & ~big, reasons
-
-
-def _surely_too_big(sc, split: Split, ok: np.ndarray) -> np.ndarray:
-    """Valid training splits whose states alone, by ``training.memory_floor_bytes``, exceed the
-    accelerator's memory: they cannot fit, whatever their timing."""
-    from llmsim.engine.training import memory_floor_bytes
-
-    rows = np.flatnonzero(ok)
-    out = np.zeros(len(ok), bool)
-    if len(rows):  # once per distinct split: microbatch and batch do not change the states
-        sub = split.take(rows)
-        code, first = factorize(sub.tp, sub.pp, sub.dp, sub.cp, sub.ep, sub.layers_per_stage, sub.expert_tp)
-        out[rows] = (memory_floor_bytes(sc, sub.take(first)) > sc.accelerator.hbm_bytes)[code]
-    return out
 
 
 def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> pd.DataFrame:

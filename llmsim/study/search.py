@@ -19,44 +19,25 @@ import copy
 from pathlib import Path
 
 from llmsim.spec.sweep import SweepSpec
+from llmsim.study import modes
 
 MAX_PP = 64
 CP_MIN_SEQ = 8192
 CPS = (1, 2, 4, 8)
-MICROBATCHES = (1, 2, 4)
-RECOMPUTE = ("none", "selective", "full")
-ZERO = (0, 1, 2, 3)
-VIRTUAL_STAGES = (1, 2, 4, 8)  # virtual_stages: auto in a searched scenario
-SHOWN = ["tp", "pp", "dp", "ep", "cp", "microbatch_size", "recompute", "zero_stage", "step_time_s", "tokens_per_s",
-         "mfu", "memory_per_device_gb", "cost_per_million_tokens_usd"]
-SHOWN_SERVING = ["tp", "pp", "dp", "ep", "ttft_s", "tpot_s", "throughput_tokens_per_s_per_device",
-                 "memory_per_device_gb", "cost_per_million_tokens_usd"]
-SHOWN_POOLS = ["prefill_devices", "prefill_tp", "decode_devices", "decode_tp"]
-SHOWN_SLO = ["slo_throughput_tokens_per_s_per_device", "slo_cost_per_million_tokens_usd"]
+# short headers of the search table's serving columns
 HEADERS = {"ttft_s": "TTFT s", "tpot_s": "TPOT s", "throughput_tokens_per_s_per_device": "tok/s/dev",
            "cost_per_million_tokens_usd": "$/Mtok", "slo_throughput_tokens_per_s_per_device": "SLO tok/s/dev",
            "slo_cost_per_million_tokens_usd": "SLO $/Mtok"}
 
 
 def default_objective(sc) -> tuple[str, bool]:
-    """(column, maximize) a search ranks by when none is given: training tokens/s; serving with an SLO the
-    cost per million tokens at the highest load meeting it (goodput per dollar), without one throughput
-    per device; a static inference batch throughput per device."""
-    if sc.workload.mode == "training":
-        return "tokens_per_s", True
-    if sc.workload.mode == "serving" and sc.serving.has_slo:
-        return "slo_cost_per_million_tokens_usd", False
-    return "throughput_tokens_per_s_per_device", True
+    """(column, maximize) a search ranks by when none is given: the scenario's mode's (``study/modes``)."""
+    return modes.of(sc).default_objective(sc)
 
 
 def shown(sc) -> list[str]:
     """The table columns of a search of ``sc``."""
-    if sc.workload.mode == "training":
-        return SHOWN
-    slo = sc.workload.mode == "serving" and sc.serving.has_slo
-    if sc.workload.mode == "serving" and sc.serving.disaggregation is not None:
-        return SHOWN_POOLS + SHOWN_SERVING[4:] + (SHOWN_SLO if slo else [])
-    return SHOWN_SERVING + (SHOWN_SLO if slo else [])
+    return modes.of(sc).shown(sc)
 
 
 def search_spec(base: dict, source: str, sc, objective: str, maximize: bool) -> SweepSpec:
@@ -71,22 +52,7 @@ def search_spec(base: dict, source: str, sc, objective: str, maximize: bool) -> 
     cps = tuple(c for c in CPS if c <= n) if sc.workload.seq_len >= CP_MIN_SEQ else (1,)
     data = copy.deepcopy(base)
     data.setdefault("parallel", {}).pop("dp", None)  # derived for each split
-    if sc.workload.mode == "serving" and sc.serving.disaggregation is not None:
-        # disaggregated: each pool's tp (pp 1), the pool sizes chosen per pair (prefill_devices auto unless set)
-        axes = ((("serving", "disaggregation", "prefill", "tp"), tps),
-                (("serving", "disaggregation", "decode", "tp"), tps))
-        return SweepSpec(source, data, axes, (), (), (), ((objective, maximize),))
-    if sc.workload.mode != "training":  # serving: the model split and the replicas (dp) it leaves
-        axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps))
-        return SweepSpec(source, data, axes, (), (), (), ((objective, maximize),))
-    # a scenario's own fine-grained recompute modules (selective:<modules>) join the three modes
-    recomputes = RECOMPUTE + ((sc.parallel.recompute,) if sc.parallel.recompute not in RECOMPUTE else ())
-    axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps),
-            (("parallel", "cp"), cps),
-            (("parallel", "microbatch_size"), MICROBATCHES), (("parallel", "recompute"), recomputes),
-            (("parallel", "zero_stage"), ZERO))
-    if data["parallel"].get("virtual_stages") == "auto":  # searched like the other degrees
-        axes += ((("parallel", "virtual_stages"), VIRTUAL_STAGES),)
+    axes = modes.of(sc).search_axes(sc, data, tps, pps, eps, cps)
     return SweepSpec(source, data, axes, (), (), (), ((objective, maximize),))
 
 

@@ -31,7 +31,7 @@ class Kind:
 
 def _estimate_training(sc) -> dict:
     from llmsim.engine.training import estimate_training
-    from llmsim.study.records import resolve_auto
+    from llmsim.study.modes.training import resolve_auto
 
     return estimate_training(resolve_auto(sc))
 

@@ -106,17 +106,17 @@ def test_recompute_flag_takes_the_modules_and_names_them_when_wrong():
 def test_flag_values_reach_the_spec_as_typed_not_as_yaml():
     from llmsim.study.records import overrides_from_flags
 
-    # a flag value is not YAML: '#' does not start a comment, braces are not a mapping; numbers and auto pass
-    texts = [t for _, t in overrides_from_flags({"recompute": "full # x", "model": "{a: 1}", "tp": "auto",
-                                                 "pp": "4", "devices": 8}, [])]
-    assert texts == ['parallel.recompute="full # x"', 'model="{a: 1}"', "parallel.tp=auto", "parallel.pp=4",
-                     "system.num_devices=8"]
-    # blanks around a value go; null is the field's default; text YAML cannot read, or reads as a date, a
-    # boolean or a hex number, stays text (a one-line error naming the flag, not a traceback)
-    texts = [t for _, t in overrides_from_flags({"precision": " bf16 ", "kv_precision": "null", "model": "2024-13-01",
-                                                 "recompute": "yes", "tp": "0x10", "seq_len": "1e3"}, [])]
-    assert texts == ["workload.precision=bf16", "workload.kv_precision=null", 'model="2024-13-01"',
-                     'parallel.recompute="yes"', 'parallel.tp="0x10"', "workload.seq_len=1e3"]
+    # a flag value is not YAML: it reaches the spec typed, as (path, value), '#' no comment, braces no mapping
+    got = [(o.path, o.value) for o in overrides_from_flags({"recompute": "full # x", "model": "{a: 1}",
+                                                           "microbatch_size": "auto", "pp": 4}, [])]
+    assert got == [(("parallel", "recompute"), "full # x"), (("model",), "{a: 1}"),
+                   (("parallel", "microbatch_size"), "auto"), (("parallel", "pp"), 4)]
+    # blanks around a value go; null is the field's default; text that YAML would read as a date, a
+    # boolean or a hex number stays text (a one-line error naming the flag, not a traceback); --set is YAML
+    got = [o.value for o in overrides_from_flags({"precision": " bf16 ", "kv_precision": "null", "model": "2024-13-01",
+                                                  "recompute": "yes", "batch_size": "0x10"}, ["parallel.tp=0x10"])[:5]]
+    assert got == ["bf16", None, "2024-13-01", "yes", "0x10"]
+    assert overrides_from_flags({}, ["parallel.tp=0x10"]) == ["parallel.tp=0x10"]
     for flag, value in (("--model", "2024-13-01"), ("--recompute", "!!float x"), ("--model", "[" * 3000)):
         res = run_cli("estimate", flag, value)
         assert res.returncode == 2 and "Traceback" not in res.stderr and res.stderr.count("\n") == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,19 @@ from llmsim.spec.scenario import ScenarioSpec
 from llmsim.spec.validation import validate
 from llmsim.spec.yamlio import Document, load_yaml, parse_yaml
 
-# an override: ``"parallel.tp=4"`` (from --set), or (what the user wrote, "path=value"): ("--tp 4", "parallel.tp=4")
-Override = str | tuple[str, str]
+
+@dataclass(frozen=True)
+class Setting:
+    """A typed override, from a command-line flag: the path it sets, the value as the flag gave it (never
+    read again as YAML) and what the user wrote, for errors (``--tp 4``)."""
+
+    label: str
+    path: tuple[str, ...]
+    value: Any
+
+
+# an override: ``"parallel.tp=4"`` (--set: the value is YAML text, parsed here), or a typed ``Setting``
+Override = str | Setting
 
 # Where a scenario refers to a preset by name: (dotted path, preset kind).
 PRESET_SLOTS: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -25,13 +37,17 @@ PRESET_SLOTS: tuple[tuple[tuple[str, ...], str], ...] = (
 
 
 def override_label(override: Override) -> tuple[str, str]:
-    """(what the user wrote, ``path=value``) of an override."""
-    return override if isinstance(override, tuple) else (f"--set {override}", override)
+    """(what the user wrote, the dotted path it sets) of an override."""
+    if isinstance(override, Setting):
+        return override.label, ".".join(override.path)
+    return f"--set {override}", override.partition("=")[0].strip()
 
 
 def parse_override(override: Override) -> tuple[tuple[str, ...], Any]:
-    """``'parallel.tp=4'`` -> (("parallel", "tp"), 4); the value is read as YAML."""
-    label, text = override_label(override)
+    """``'parallel.tp=4'`` -> (("parallel", "tp"), 4), the value read as YAML; a ``Setting`` as it is."""
+    if isinstance(override, Setting):
+        return override.path, override.value
+    label, text = f"--set {override}", override
     if "=" not in text:
         raise SpecError(f"--set {text!r}: expected dotted.path=value, e.g. parallel.tp=4")
     key, _, raw = text.partition("=")
@@ -51,8 +67,7 @@ def blame_override(err: SpecError, overrides: list[Override], source: str | None
     if err.file not in (None, source) or not err.path:
         return err
     for override in reversed(overrides):  # the last override of a key wins
-        label, text = override_label(override)
-        key = text.partition("=")[0].strip()
+        label, key = override_label(override)
         if err.path == key or err.path.startswith(key + ".") or key.startswith(err.path + "."):
             return SpecError(err.message, file=label, path=err.path)
     return err

@@ -22,32 +22,22 @@ FLAG_PATHS = {
 }
 
 def overrides_from_flags(flags: dict, sets: list[str]) -> list:
-    """Overrides (``spec.load.Override``) of the flags given, each labelled with its flag for errors, then
-    the ``--set`` ones."""
-    out = [(f"--{k.replace('_', '-')} {v}", f"{FLAG_PATHS[k]}={_flag_text(v)}") for k, v in flags.items()
-           if v is not None]
+    """Typed overrides (``spec.load.Setting``) of the flags given, each labelled with its flag for errors,
+    then the ``--set`` ones (YAML text). A flag's value reaches the spec as typed: text stays text (less
+    surrounding blanks; ``full # x``, ``yes``, ``0x10`` are not YAML), an empty or ``null`` value is the
+    field's default."""
+    from llmsim.spec.load import Setting
+
+    out = [Setting(f"--{k.replace('_', '-')} {v}", tuple(FLAG_PATHS[k].split(".")), _flag_value(v))
+           for k, v in flags.items() if v is not None]
     return out + list(sets)
 
 
-def _flag_text(value) -> str:
-    """A flag's value as the YAML an override holds: text that YAML would read as something else than
-    itself (``full # x`` -> ``full``, ``{a: 1}``, ``yes`` -> true, ``0x10`` -> 16) is quoted, so the spec
-    sees what the user typed (less surrounding blanks); plain numbers, ``auto`` and an empty or ``null``
-    value (the field's default) pass as they are."""
-    import json
-    import re
-
-    import yaml
-
+def _flag_value(value):
     if not isinstance(value, str):
-        return str(value)
+        return value
     text = value.strip()
-    try:
-        read = yaml.safe_load(text)
-    except Exception:  # noqa: BLE001 - any text YAML cannot read (bad dates, tags, deep nesting) is text
-        return json.dumps(text)
-    plain_number = type(read) in (int, float) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text)
-    return text if read is None or plain_number or read == text else json.dumps(text)
+    return None if text in ("", "null", "Null", "NULL", "~") else text
 
 
 def load(path: str | Path | None, registry: PresetRegistry, overrides: list[str]):

@@ -21,6 +21,7 @@ from llmsim.cli.common import (
     evaluate_point,
     registry,
 )
+from llmsim.spec.declared import flag_help
 
 
 def check(
@@ -46,19 +47,17 @@ def estimate(
     accelerator: str | None = ACCELERATOR,
     devices: int | None = DEVICES,
     network: str | None = NETWORK,
-    tp: int | None = typer.Option(None, "--tp", help="Tensor-parallel degree."),
-    pp: int | None = typer.Option(None, "--pp", help="Pipeline-parallel degree."),
-    dp: int | None = typer.Option(None, "--dp", help="Data-parallel degree (derived when omitted)."),
-    cp: int | None = typer.Option(None, "--cp", help="Context-parallel degree."),
-    ep: int | None = typer.Option(None, "--ep", help="Expert-parallel degree."),
+    tp: int | None = typer.Option(None, "--tp", help=flag_help("tp")),
+    pp: int | None = typer.Option(None, "--pp", help=flag_help("pp")),
+    dp: int | None = typer.Option(None, "--dp", help=flag_help("dp")),
+    cp: int | None = typer.Option(None, "--cp", help=flag_help("cp")),
+    ep: int | None = typer.Option(None, "--ep", help=flag_help("ep")),
     microbatch_size: str | None = typer.Option(None, "--microbatch-size", metavar="N|auto",
-                                               help="Sequences per microbatch; auto: the fastest that fits."),
+                                               help=flag_help("microbatch_size")),
     global_batch_size: int | None = GLOBAL_BATCH,
     seq_len: int | None = SEQ_LEN,
-    recompute: str | None = typer.Option(None, "--recompute", help="none, selective, full, or selective:"
-                                         "MODULES (core_attn, layernorm, mla_up_proj, moe_act, mlp joined "
-                                         "by +)."),
-    zero_stage: int | None = typer.Option(None, "--zero-stage", min=0, max=3, help="ZeRO stage 0-3."),
+    recompute: str | None = typer.Option(None, "--recompute", help=flag_help("recompute")),
+    zero_stage: int | None = typer.Option(None, "--zero-stage", min=0, max=3, help=flag_help("zero_stage")),
     precision: str | None = PRECISION,
     mode: str | None = typer.Option(None, "--mode", help="training, inference (a static batch) or serving "
                                     "(continuous batching at --concurrency)."),

@@ -150,22 +150,22 @@ def timed_configurations(gpus: int, max_batch: int, tmp: str) -> int:
     import numpy as np
 
     from llmsim.spec.sweep import load_sweep
-    from llmsim.study.modes import training as records
+    from llmsim.study.modes import training as mode_training
     from llmsim.study.sweep import run
 
     path = Path(tmp) / f"calculon-{gpus}-count.yaml"
     path.write_text(sweep_yaml(gpus, max_batch))
-    count, real = [0], records.training_record
+    count, real = [0], mode_training.training_record
 
     def counting(sc, split, num_devices, global_batch_size):
         count[0] += len(np.atleast_1d(split.tp))
         return real(sc, split, num_devices, global_batch_size)
 
-    records.training_record = counting
+    mode_training.training_record = counting
     try:
         run(load_sweep(path), (), 1, front_only=True)  # which points are timed does not depend on what is kept
     finally:
-        records.training_record = real
+        mode_training.training_record = real
     return count[0]
 
 

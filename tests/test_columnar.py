@@ -75,3 +75,48 @@ def test_parquet_holds_the_same_values(tmp_path):
     back = pd.read_parquet(pq)
     assert np.array_equal(back["f"].to_numpy(dtype=float), frame["f"].to_numpy(), equal_nan=True)
     assert back["c"].astype(str).tolist() == frame["c"].astype(str).tolist()
+
+
+def test_the_spelling_a_spreadsheet_reads(tmp_path):
+    # flags as true/false, a nullable integer without a decimal point, an empty text as an empty cell,
+    # a missing float as an empty cell (hand-written expected line)
+    frame = pd.DataFrame({"b": [True, False], "n": pd.array([8, None], dtype="Int64"), "s": ["", "x"],
+                          "f": [0.5, np.nan], "o": np.array([True, None], dtype=object)})
+    path = str(tmp_path / "part.arrow")
+    partfile.write(frame, path)
+    assert lines(tidy(partfile.read(path), list(frame.columns)), "csv") == "true,8,,0.5,true\nfalse,,x,,\n"
+
+
+def test_integer_columns_stay_integers_through_missing_cells(tmp_path):
+    # tidy writes the schema's integer columns without a decimal point where infeasible rows leave a gap
+    import polars as pl
+
+    frame = pl.DataFrame({"tp": [8.0, None, 2.0], "input_len": [1024.5, 2.0, None]})
+    out = tidy(frame, ["tp", "input_len", "pp"])
+    assert lines(out, "csv") == "8,1024.5,\n,2.0,\n2,,\n"  # a fractional mean length stays a float
+    big = pd.DataFrame({"n": pd.array([2**53 + 1, None], dtype="Int64")})
+    path = str(tmp_path / "big.arrow")
+    partfile.write(big, path)
+    assert partfile.read(path)["n"].to_list() == [2**53 + 1, None]  # no float on the way
+
+
+def test_a_kept_refused_row_reads_back_typed(tmp_path):
+    # keep: all with batch_size max: tp 1 leaves Llama 3 70B no room for one sequence on an H100 (141 GB of
+    # bf16 weights), so that row is refused; JSON lines keep numbers numbers and flags flags
+    import json
+
+    from conftest import run_main
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("base:\n  model: llama3-70b\n  system: {accelerator: h100-sxm, num_devices: 8, network: dgx-h100}\n"
+                    "  parallel: {tp: 8, pp: 1}\n  workload: {mode: inference, precision: bf16, batch_size: max,"
+                    " input_len: 1024, output_len: 128}\ngrid:\n  parallel.tp: [1, 8]\nkeep: all\n")
+    out = tmp_path / "rows.jsonl"
+    code, _, err = run_main("sweep", str(spec), "-o", str(out), "--quiet")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    refused = [r for r in rows if r["infeasible_reason"]]
+    served = [r for r in rows if not r["infeasible_reason"]]
+    assert len(refused) == 1 and len(served) == 1
+    assert refused[0]["batch_size"] is None and type(served[0]["batch_size"]) is int and served[0]["batch_size"] > 0
+    assert served[0]["fits_in_memory"] is True and type(served[0]["tp"]) is int

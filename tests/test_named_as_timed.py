@@ -65,3 +65,19 @@ def test_context_parallel_ring_passes_the_replicated_kv_heads(monkeypatch):
     _row(["model=llama3-70b", "system.num_devices=64", "parallel.tp=16", "parallel.pp=1", "parallel.cp=2",
           "parallel.microbatch_size=1", "workload.seq_len=8192", "workload.global_batch_size=32"])
     assert sent and sent[0] == pytest.approx(2_097_152, rel=0, abs=0)
+
+
+def test_prefill_workspace_counts_the_kv_heads_a_rank_holds():
+    # Llama 3 70B (hidden 8,192, 64 query heads and 8 KV heads of 128, SwiGLU FFN 28,672) at tp 16: a rank
+    # holds 64/16 = 4 query heads and one replicated KV head, so Q, K and V are 4*128 + 2*128 = 768 wide
+    # (8/16 KV heads would give 640). Per prefill token and layer, 16-bit: 2 * (2*8192 (input, residual)
+    # + 768 + 3*28672/16 (gate, up, down intermediate)) = 2 * 22,528 = 45,056 bytes.
+    from llmsim.engine.forward import workspace_per_token
+
+    sc = load(None, PresetRegistry(), ["model=llama3-70b"])
+    assert workspace_per_token(sc, 16) == 45_056
+    # DeepSeek-V3 (MLA: 128 heads, 128 + 64 RoPE query/key width, 128 value width) at tp 8: each rank's
+    # 16 heads have a Q of 192 and a K and V of 128 + 128: 16 * (192 + 256) = 7,168 elements
+    ds = load(None, PresetRegistry(), ["model=deepseek-v3"])
+    f = max(ds.model.ffn_hidden, ds.model.moe.expert_ffn_hidden * ds.model.moe.top_k)
+    assert workspace_per_token(ds, 8) == 2 * (2 * 7168 + 7168 + 3 * f / 8)

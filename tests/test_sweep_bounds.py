@@ -63,16 +63,16 @@ def test_memory_floor_is_below_the_memory_of_every_split(tmp_path, monkeypatch):
 def test_splits_that_cannot_fit_are_dropped_untimed_and_the_rows_are_unchanged(tmp_path, monkeypatch):
     # keep: all times every valid split and reports those that do not fit; without it the splits over the
     # floor are never timed, and the CSV is byte for byte the keep: all CSV's feasible rows (they come first)
-    from llmsim.study.modes import training as records
+    from llmsim.study.modes import training as mode_training
 
     timed = []
-    real = records.training_record
+    real = mode_training.training_record
 
     def count(sc, sub, *a):
         timed.append(len(sub.tp))
         return real(sc, sub, *a)
 
-    monkeypatch.setattr(records, "training_record", count)
+    monkeypatch.setattr(mode_training, "training_record", count)
     texts = {}
     for keep in ("all", "feasible"):
         timed.clear()

@@ -21,7 +21,7 @@ from llmsim.cli.common import (
     evaluate_point,
     registry,
 )
-from llmsim.spec.declared import flag_help
+from llmsim.engine.settings import flag_help
 
 
 def check(
@@ -57,7 +57,7 @@ def estimate(
     global_batch_size: int | None = GLOBAL_BATCH,
     seq_len: int | None = SEQ_LEN,
     recompute: str | None = typer.Option(None, "--recompute", help=flag_help("recompute")),
-    zero_stage: int | None = typer.Option(None, "--zero-stage", min=0, max=3, help=flag_help("zero_stage")),
+    zero_stage: int | None = typer.Option(None, "--zero-stage", help=flag_help("zero_stage")),
     precision: str | None = PRECISION,
     mode: str | None = typer.Option(None, "--mode", help="training, inference (a static batch) or serving "
                                     "(continuous batching at --concurrency)."),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from llmsim.engine import calibration as cal
-from llmsim.engine.heads import kv_heads_per_rank
+from llmsim.engine.heads import kv_heads_per_rank, kv_width_per_rank, qk_dim, v_dim
 from llmsim.engine.memory import moe_dispatch_factor, moe_row_factor
 from llmsim.engine.types import PRECISION_BYTES, Accelerator, Model, Parallel
 from llmsim.engine.window import pair_fraction
@@ -68,27 +68,27 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
     tokens = b * s / cp  # context parallelism splits the sequence
     norm_tokens = tokens / tp if sp else tokens  # sequence parallelism splits norms/residuals too
     ops: list[Op] = [elementwise("attn_norm", norm_tokens * h, 1, 1, count)]
+    qk_w, v_w = qk_dim(m), v_dim(m)  # a query/key head's width, a value head's (engine/heads.py)
+    kv_width = kv_width_per_rank(m, tp) * tp  # K and V of a token over the tp ranks, replicas counted
     if m.mla is not None:  # DeepSeek-V2 sec. 2.1: down-projections replicated, up-projections split
         r = m.mla
-        q_width = a * (d + r.qk_rope_head_dim) / tp
+        q_width = a * qk_w / tp
         ops += ([gemm("q_down", tokens, r.q_lora_rank, h, wb, count),
                  gemm("q_up", tokens, q_width, r.q_lora_rank, wb, count)] if r.q_lora_rank
                 else [gemm("q_proj", tokens, q_width, h, wb, count)])
         ops += [
                 gemm("kv_down", tokens, r.kv_lora_rank + r.qk_rope_head_dim, h, wb, count),
-                gemm("kv_up", tokens, a * (d + r.v_head_dim) / tp, r.kv_lora_rank, wb, count)]
-        qk_dim, v_dim, kv_width = d + r.qk_rope_head_dim, r.v_head_dim, a * (d + r.v_head_dim)
+                gemm("kv_up", tokens, kv_width_per_rank(m, tp), r.kv_lora_rank, wb, count)]
     else:
         kv_local = kv_heads_per_rank(m, tp)  # fewer KV heads than tp: replicated (Megatron GQA)
         ops.append(gemm("qkv_proj", tokens, (a / tp + 2 * kv_local) * d, h, wb, count))
-        qk_dim, v_dim, kv_width = d, d, 2 * kv_local * d * tp
     if flash:
         # FlashAttention (Dao et al. 2022): fused tiles, no s x s matrix in HBM. Causal masking skips half
         # of the score tiles; with CP the load-balanced split gives each rank 1/cp of the work.
-        att_flops = 2.0 * b * s * s * (a / tp) * (qk_dim + v_dim) * 0.5 / cp
+        att_flops = 2.0 * b * s * s * (a / tp) * (qk_w + v_w) * 0.5 / cp
         if m.attention_window is not None:  # the band's tiles only (engine/window.py)
             att_flops = att_flops * pair_fraction(m, s)
-        att_bytes = tokens * ((a / tp) * (qk_dim + v_dim) + kv_width / tp * cp) * ACT_BYTES
+        att_bytes = tokens * ((a / tp) * (qk_w + v_w) + kv_width / tp * cp) * ACT_BYTES
         # min_dim carries the query length per rank: short sequences leave the fused kernel's SMs idle
         ops.append(Op("attention", "attention", att_flops, att_bytes, s / cp,
                       cal.FLASH_BWD_FLOPS_RATIO, count, True))
@@ -97,8 +97,8 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         # afterwards), a fused scale-mask-softmax reading and writing the scores, then scores x V.
         heads = b * (a / tp)
         q_len = s / cp
-        scores = gemm("attn_scores", q_len, s, qk_dim, ACT_BYTES, count)
-        values = gemm("attn_values", q_len, v_dim, s, ACT_BYTES, count)
+        scores = gemm("attn_scores", q_len, s, qk_w, ACT_BYTES, count)
+        values = gemm("attn_values", q_len, v_w, s, ACT_BYTES, count)
         ops += [Op(o.name, "gemm", o.flops * heads, o.bytes * heads, o.min_dim, 2.0, count, True)
                 for o in (scores, values)]
         ops.append(Op("softmax", "elementwise", 0.0, heads * q_len * s * 2 * ACT_BYTES, np.inf, 2.0, count,
@@ -106,7 +106,7 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         if m.dropout:  # dropout on the probabilities: read, write, and a 1-byte mask
             ops.append(Op("attn_dropout", "elementwise", 0.0, heads * q_len * s * 2.5 * ACT_BYTES, np.inf, 2.0,
                           count, True))
-    ops.append(gemm("out_proj", tokens, h, a * v_dim / tp, wb, count))
+    ops.append(gemm("out_proj", tokens, h, a * v_w / tp, wb, count))
     drop = 0.5 if m.dropout else 0.0  # fused bias-dropout-add also writes a 1-byte mask
     ops.append(elementwise("attn_residual", norm_tokens * h, 2, 1 + drop, count))
     ops.append(elementwise("mlp_norm", norm_tokens * h, 1, 1, count))

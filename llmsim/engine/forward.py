@@ -36,7 +36,8 @@ def workspace_per_token(sc: Scenario, tp):
     m = sc.model
     f = max(m.ffn_hidden, (m.moe.expert_ffn_hidden * m.moe.top_k) if m.moe else 0)
     up = 2 if m.gated else 1
-    return ACT_BYTES * (2 * m.hidden + (m.heads + 2 * m.kv_heads) * m.head_dim / tp + (up + 1) * f / tp)
+    qkv = m.heads * qk_dim(m) / tp + kv_width_per_rank(m, tp)  # the rank's Q heads, its K and V (heads.py)
+    return ACT_BYTES * (2 * m.hidden + qkv + (up + 1) * f / tp)
 
 
 def logits_bytes_per_seq(sc: Scenario, tp):

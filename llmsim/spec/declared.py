@@ -65,15 +65,6 @@ def _default(v) -> str:
     return str(v)
 
 
-def flag_help(name: str, section: type | None = None) -> str:
-    """The ``--help`` text of the command-line flag of a declared setting (default: of ``parallel``): its
-    declared help (a flag overrides the scenario's value; without the flag the scenario's value holds)."""
-    from llmsim.engine.settings import Parallel
-
-    field = {f.name: f for f in dataclasses.fields(section or Parallel)}[name]
-    return field.metadata["help"] + "."
-
-
 def declared_sections() -> list[tuple[str, type]]:
     """The scenario sections declared setting by setting (``engine/settings.py``), with their YAML key."""
     from llmsim.engine.settings import CostRates, Parallel, Reliability

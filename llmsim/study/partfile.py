@@ -28,8 +28,10 @@ def _series(name: str, col: pd.Series) -> pl.Series:
         return pl.Series(name, col.to_numpy())
     if isinstance(dtype, np.dtype) and dtype.kind == "f":
         return pl.Series(name, col.to_numpy(), nan_to_null=True)
-    if isinstance(dtype, pd.Int64Dtype):
-        return pl.Series(name, col.to_numpy(dtype="float64", na_value=np.nan), nan_to_null=True).cast(pl.Int64)
+    if isinstance(dtype, pd.Int64Dtype):  # the integers as they are (no float on the way), missing ones null
+        values = pl.Series(name, col.to_numpy(dtype="int64", na_value=0))
+        missing = col.isna().to_numpy()
+        return values.scatter(np.flatnonzero(missing), None) if missing.any() else values
     if isinstance(dtype, pd.CategoricalDtype):
         codes, uniques = col.cat.codes.to_numpy(), list(dtype.categories)
     else:
@@ -41,14 +43,14 @@ def _series(name: str, col: pd.Series) -> pl.Series:
 
 def _cells(values: list) -> list:
     """Distinct values of an object column as polars takes them: all flags, all integers, all numbers,
-    or else text."""
+    or else text (an empty text as a missing value: an empty cell, as pandas wrote it)."""
     if all(type(v) in (bool, np.bool_) for v in values):
         return [bool(v) for v in values]
     if all(type(v) in (int, np.int64) for v in values):
         return [int(v) for v in values]
     if all(type(v) in (float, np.float64) for v in values):
         return [None if np.isnan(v) else float(v) for v in values]
-    return [_BREAKS.sub(" ", v) if isinstance(v, str) else str(v) for v in values]
+    return [(_BREAKS.sub(" ", v) or None) if isinstance(v, str) else str(v) for v in values]
 
 
 def write(frame: pd.DataFrame, path: str) -> None:

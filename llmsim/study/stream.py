@@ -51,7 +51,7 @@ def _keys(frame: pd.DataFrame, spec, path: str) -> Part:
 
 
 def save(frame: pd.DataFrame, spec, part_dir: str, start: int) -> Part | None:
-    """Pickle a chunk's rows into ``part_dir``; None for a chunk without rows."""
+    """Write a chunk's rows into ``part_dir`` (Arrow IPC, ``partfile.py``); None for a chunk without rows."""
     if not len(frame):
         return None
     path = os.path.join(part_dir, f"part-{start:013d}.arrow")

@@ -10,7 +10,7 @@ import numpy as np
 
 def constant_column(rows: int):
     """A column of ``rows`` copies of one input value: text as a one-category categorical (no string per
-    row to allocate, check, pickle and format), numbers and flags as numpy arrays, None as objects."""
+    row to allocate, check, write and format), numbers and flags as numpy arrays, None as objects."""
 
     def column(v):
         if isinstance(v, str) and rows > 1:  # one point (estimate) stays off pandas: its import is 0.4 s

@@ -36,8 +36,11 @@ class Inference:
             reasons[none] = [no_batch_message(sc, int(t)) for t in isl[none] + osl[none]]
             batch, ok[none] = batch[batch >= 1], False
         engine = lambda sub: inference_record(sc, sub, n["num_devices"][ok], batch, isl[ok], osl[ok])
+        # a refused row's batch: the one asked for, empty where that was max (a batch is a number; the
+        # reason says what did not fit)
+        refused_batch = lambda bad: np.where(asked[bad] == "max", None, asked[bad])
         return engine, lambda bad: inference_inputs(sc, {k: v[bad] for k, v in n.items()}, isl[bad], osl[bad],
-                                                    asked[bad]), ok, reasons
+                                                    refused_batch(bad)), ok, reasons
 
     def default_objective(self, sc) -> tuple[str, bool]:
         return "throughput_tokens_per_s_per_device", True

@@ -14,9 +14,18 @@ def registry():
     return PresetRegistry()
 
 
+IN_PROCESS = {"sweep", "search"}  # commands whose tests run in this process (no start-up per call)
+
+
 def run_cli(*args: str, env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
-    """Run the real entry point (``main``) in a subprocess, as a user would."""
+    """Run the real entry point (``main``) in a subprocess, as a user would; ``sweep`` and ``search``
+    (50 calls, most of a second of start-up each: Python, numpy, pandas, pydantic, polars) run in this
+    process through ``run_main`` unless the test sets the environment or the directory."""
     import os
+
+    if env is None and cwd is None and args and args[0] in IN_PROCESS:
+        code, out, err = run_main(*args)
+        return subprocess.CompletedProcess(["llmsim", *args], code, out, err)
 
     full_env = dict(os.environ)
     full_env.update(env or {})

@@ -14,13 +14,15 @@ def registry():
     return PresetRegistry()
 
 
-IN_PROCESS = {"sweep", "search"}  # commands whose tests run in this process (no start-up per call)
+IN_PROCESS = {"sweep", "search", "estimate", "check"}  # commands whose tests run in this process (no start-up)
 
 
 def run_cli(*args: str, env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
-    """Run the real entry point (``main``) in a subprocess, as a user would; ``sweep`` and ``search``
-    (50 calls, most of a second of start-up each: Python, numpy, pandas, pydantic, polars) run in this
-    process through ``run_main`` unless the test sets the environment or the directory."""
+    """Run the real entry point (``main``) in a subprocess, as a user would; ``sweep``, ``search``,
+    ``estimate`` and ``check`` (most of the calls, most of a second of start-up each: Python, numpy,
+    pandas, pydantic, polars) run in this process through ``run_main`` (which fails the test on a
+    traceback) unless the test sets the environment or the directory; other commands and global options
+    first still start a process."""
     import os
 
     if env is None and cwd is None and args and args[0] in IN_PROCESS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from llmsim import schema
 from llmsim.output.writers import fmt_number
 
 TIME_ROWS = [
@@ -56,16 +57,16 @@ def _cost_table(rec: dict) -> Table:
                   title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    rows = [("device manufacturing cost", "device_cost_usd", "USD"), ("device price", "device_price_usd", "USD"),
-            ("system capex", "system_capex_usd", "USD"), ("  of which scale-out network", "network_capex_usd", "USD"),
-            ("system power (with PUE)", "system_power_w", "W"), ("cost per hour", "cost_per_hour_usd", "USD/h"),
-            ("energy per token", "energy_per_token_j", "J"),
-            ("cost per million tokens", "cost_per_million_tokens_usd", "USD"),
-            ("  counting work lost to failures", "cost_per_million_goodput_tokens_usd", "USD")]
-    for label, key, unit in rows:
+    # labels phrased for this table (a part of the capex "of which"); units as the schema declares them
+    rows = [("device manufacturing cost", "device_cost_usd"), ("device price", "device_price_usd"),
+            ("system capex", "system_capex_usd"), ("  of which scale-out network", "network_capex_usd"),
+            ("system power (with PUE)", "system_power_w"), ("cost per hour", "cost_per_hour_usd"),
+            ("energy per token", "energy_per_token_j"), ("cost per million tokens", "cost_per_million_tokens_usd"),
+            ("  counting work lost to failures", "cost_per_million_goodput_tokens_usd")]
+    for label, key in rows:
         if key not in rec:
             continue
-        table.add_row(label, f"{fmt_number(rec.get(key))} {unit}")
+        table.add_row(label, f"{fmt_number(rec.get(key))} {schema.BY_NAME[key].unit}")
     return table
 
 

@@ -55,6 +55,7 @@ from llmsim.engine.inference import (
     forward_comm,
     memory_bytes,
     pipeline_hops,
+    touched_experts,
 )
 from llmsim.engine.network.topology import strides
 from llmsim.engine.request_mix import mg1_wait_quantile, mix_moments
@@ -84,9 +85,13 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
     kvp = w.kv_precision or w.precision
     acc, prec, kern = sc.accelerator, w.precision, sc.parallel.attention_kernel
     etp = tp // ep if in_tp else None
+    # a step's weights are read once for its tokens, and of the routed experts only those its tokens pick
+    # (inference.touched_experts: at one decode token, top_k of them)
+    touched = touched_experts(m, d * q + c, ep, 1 if in_tp else ep)
 
     def layer(moe: bool):
         ops = engine_ops(layer_ops(m, 1, d * q + c, tp, 1, False, prec, moe, ep, flash=True, expert_tp=etp,
+                                   touched_experts=touched,
                                    moe_dispatch="local" if in_tp else "permute",
                                    expert_rate=expert_gemm_rate(sc.parallel, acc)), prec,
                          sc.parallel.activation_quant == "fused")

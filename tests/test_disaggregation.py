@@ -19,7 +19,8 @@ POOLS = "serving.disaggregation={prefill: {tp: 8}, decode: {tp: 8}}"
 def _scenario(registry, devices=16, isl=1024, osl=256, extra=()):
     return est.load(None, registry, [
         "model=llama3-70b", f"system.num_devices={devices}", "system.network=dgx-h100", "parallel.tp=8",
-        "parallel.pp=1", "workload.mode=serving", "workload.precision=fp8", f"workload.input_len={isl}",
+        "parallel.pp=1", "workload.mode=serving", "workload.precision=fp8", "workload.kv_precision=fp8",
+        f"workload.input_len={isl}",
         f"workload.output_len={osl}", "workload.concurrency=64", *extra])
 
 
@@ -47,7 +48,8 @@ def test_kv_transfer_worked_by_hand(registry):
     # devices sends 2 KV heads: 1,024 x 80 x 512 B = 41,943,040 B: 3.4e-6 + 41,943,040 / 369e9 = 0.1171 ms
     small = est.load(None, registry, [
         "model=llama3-70b", "system.num_devices=8", "parallel.tp=4", "parallel.pp=1", "workload.mode=serving",
-        "workload.precision=fp8", "workload.input_len=1024", "workload.output_len=256", "workload.concurrency=8",
+        "workload.precision=fp8", "workload.kv_precision=fp8", "workload.input_len=1024", "workload.output_len=256",
+        "workload.concurrency=8",
         "serving.disaggregation={prefill: {tp: 4}, decode: {tp: 4}, prefill_devices: 4}"])
     kv4 = kv_transfer(small, resolve_split(dataclasses.replace(small, num_devices=4)).as_column(), 4, 4, 1024)
     assert kv4["tier"] == "nvlink" and kv4["time_s"] == pytest.approx(3.4e-6 + 41_943_040 / 369e9)
@@ -121,7 +123,8 @@ def test_at_the_same_device_count_colocation_can_serve_more(registry):
     # of the time, the co-located ones interleave prompts into decode steps that have room
     sc = est.load(None, registry, [
         "model=llama3-70b", "system.num_devices=16", "parallel.tp=4", "parallel.pp=1", "workload.mode=serving",
-        "workload.precision=fp8", "workload.input_len=1024", "workload.output_len=1024", "workload.concurrency=64",
+        "workload.precision=fp8", "workload.kv_precision=fp8", "workload.input_len=1024", "workload.output_len=1024",
+        "workload.concurrency=64",
         "serving.slo_tpot_s=0.03", "serving.disaggregation={prefill: {tp: 4}, decode: {tp: 4}}"])
     rec = est.record(_free_network(sc))
     assert rec["slo_throughput_tokens_per_s_per_device"] < rec["colocated_slo_throughput_tokens_per_s_per_device"]
@@ -176,7 +179,7 @@ def test_a_sweep_evaluates_each_row_as_estimate_does(registry, tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text("base:\n  model: llama3-70b\n  system: {accelerator: h100-sxm, num_devices: 16, network: dgx-h100}\n"
                     "  parallel: {tp: 8, pp: 1}\n"
-                    "  workload: {mode: serving, precision: fp8, input_len: 1024, output_len: 256, concurrency: 64}\n"
+                    "  workload: {mode: serving, precision: fp8, kv_precision: fp8, input_len: 1024, output_len: 256, concurrency: 64}\n"
                     "  serving: {disaggregation: {prefill: {tp: 8}, decode: {tp: 8}}}\n"
                     "grid:\n  workload.concurrency: [16, 64]\n  system.num_devices: [8, 16]\n"
                     "  serving.disaggregation.prefill_devices: [8]\nkeep: all\n")
@@ -231,7 +234,7 @@ def test_a_sweep_constraint_skips_rows_whose_pools_cannot_be_formed(tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text("base:\n  model: llama3-70b\n  system: {accelerator: h100-sxm, num_devices: 16, network: dgx-h100}\n"
                     "  parallel: {tp: 8, pp: 1}\n"
-                    "  workload: {mode: serving, precision: fp8, input_len: 1024, output_len: 256, concurrency: 64}\n"
+                    "  workload: {mode: serving, precision: fp8, kv_precision: fp8, input_len: 1024, output_len: 256, concurrency: 64}\n"
                     "  serving: {disaggregation: {prefill: {tp: 8}, decode: {tp: 8}}}\n"
                     "grid:\n  serving.disaggregation.prefill_devices: [8, 16]\nconstraints: ['ttft_s < 5']\n")
     out = tmp_path / "out.csv"

@@ -97,7 +97,8 @@ def test_tensorrt_llm_runs_fewer_requests_at_once_than_llmsims_own_accounting(re
 
     base = ["model=llama3-70b", "system.accelerator=h100-sxm", "system.network=dgx-h100", "system.num_devices=2",
             "parallel.tp=2", "parallel.pp=1", "workload.mode=serving", "workload.precision=fp8",
-            "workload.input_len=5000", "workload.output_len=500", "workload.concurrency=100"]
+            "workload.kv_precision=fp8", "workload.input_len=5000", "workload.output_len=500",
+            "workload.concurrency=100"]
     limits = {}
     for engine in ("generic", "tensorrt-llm"):
         sc = est.load(None, registry, base + [f"serving.engine={engine}", "serving.max_seqs=256",

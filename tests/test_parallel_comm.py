@@ -134,7 +134,7 @@ def test_mla_caches_the_latent_and_rope_key_once_per_token(registry):
     # 2 x 16 x 128 = 4,096 B per token and layer: 7.1x more)
     sc = _serve(registry, ["model=deepseek-v3", "system.accelerator=h200-sxm", "system.network=dgx-h200",
                            "system.num_devices=8", "parallel.tp=8", "parallel.pp=1", "parallel.ep=8",
-                           "workload.precision=fp8"])
+                           "workload.precision=fp8", "workload.kv_precision=fp8"])
     out = estimate_inference(sc)
     assert out["kv_cache_gb"] == pytest.approx(32 * 5120 * 61 * 576 / 1e9, rel=1e-12)
     # one decode step at 2,000 cached tokens: per device 128 / 8 = 16 heads of q.k (128 + 64 rope) and

@@ -17,8 +17,9 @@ SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[Healt
 def _scenario(registry, conc=1, spec=()):
     return est.load(None, registry, ["model=llama3-70b", "system.accelerator=h100-sxm", "system.network=dgx-h100",
                                      "system.num_devices=8", "parallel.tp=8", "parallel.pp=1",
-                                     "workload.mode=serving", "workload.precision=fp8", "workload.input_len=1024",
-                                     "workload.output_len=256", f"workload.concurrency={conc}",
+                                     "workload.mode=serving", "workload.precision=fp8", "workload.kv_precision=fp8",
+                                     "workload.input_len=1024", "workload.output_len=256",
+                                     f"workload.concurrency={conc}",
                                      *(f"serving.speculative.{k}={v}" for k, v in spec)])
 
 

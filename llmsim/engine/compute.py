@@ -52,8 +52,13 @@ def elementwise(name: str, elements, reads: float, writes: float, count: float =
 
 def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool, ep=1,
               count: float = 1.0, flash: bool = True, touched_experts=None, expert_tp=None,
-              gemm_per_expert: bool = False, moe_dispatch: str = "permute", expert_rate: float = 1.0) -> list[Op]:
+              gemm_per_expert: bool = False, moe_dispatch: str = "permute", expert_rate: float = 1.0,
+              weights: str | None = None, experts: str | None = None) -> list[Op]:
     """Operators of one transformer layer for one microbatch of ``b`` sequences of ``s`` tokens.
+
+    ``precision``: the GEMM inputs' (the tensor cores' math); ``weights`` and ``experts`` (default
+    ``precision``): the stored weights of the attention and dense GEMMs and of the routed experts; narrower
+    than ``precision`` they run weight-only (``weight_only``).
 
     ``touched_experts``: how many of a device's local experts receive tokens (their weights are read);
     None: all of them (training, prefill). ``expert_tp``: ranks splitting each expert (default tp).
@@ -63,7 +68,9 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
     (``einsum``), or (``local``) by a serving engine whose tp group shares the tokens and splits the experts
     over ep ranks: each rank gathers and combines only the rows routed to its own experts. ``expert_rate``:
     the routed-expert GEMMs' compute rate over the device's own GEMMs (``expert_gemm_rate``)."""
-    wb = PRECISION_BYTES[precision]
+    weights = weights or precision
+    experts = experts or weights
+    wb = PRECISION_BYTES[weights]
     h, a, d = m.hidden, m.heads, m.head_dim
     tokens = b * s / cp  # context parallelism splits the sequence
     norm_tokens = tokens / tp if sp else tokens  # sequence parallelism splits norms/residuals too
@@ -159,12 +166,14 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         # rows costs no tile); the same FLOPs and activation bytes as per_expert_rows on every local expert
         rows_each = per_expert_rows if touched_experts is None else per_expert_rows * grouped / np.maximum(
             touched, 1e-300)
-        up_op = gemm("experts_up", rows_each, up * f / etp, h, wb, count)
-        down_op = gemm("experts_down", rows_each, h, f / etp, wb, count)
+        ewb = PRECISION_BYTES[experts]
+        up_op = gemm("experts_up", rows_each, up * f / etp, h, ewb, count)
+        down_op = gemm("experts_down", rows_each, h, f / etp, ewb, count)
         kernels = grouped if gemm_per_expert else 1.0
-        ops += [_scale(up_op, touched, kernels, expert_rate),
+        rate = expert_rate * weight_only(experts, precision)
+        ops += [_scale(up_op, touched, kernels, rate),
                 elementwise("experts_act", rows * f / tp, up, 1, count),
-                _scale(down_op, touched, kernels, expert_rate)]
+                _scale(down_op, touched, kernels, rate)]
         if moe.shared_experts:
             fs = f * moe.shared_experts
             ops += [gemm("shared_up", tokens, up * fs / tp, h, wb, count),
@@ -176,7 +185,25 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
                 elementwise("mlp_act", tokens * f / tp, up, 1, count),
                 gemm("mlp_down", tokens, h, f / tp, wb, count)]
     ops.append(elementwise("mlp_residual", norm_tokens * h, 2, 1 + drop, count))
+    dense_rate = weight_only(weights, precision)
+    if dense_rate != 1.0:
+        ops = [replace(op, rate_scale=dense_rate) if op.kind == "gemm" and not op.core_attention
+               and not op.name.startswith(("experts_", "moe_")) else op for op in ops]
     return ops + low_precision_casts(ops, precision)
+
+
+# Weight-only GEMMs (W4A16, W8A16) dequantise each weight tile in registers before the 16-bit MMA (Marlin,
+# Frantar et al. 2024, arXiv 2408.11743; vLLM's Marlin and MXFP4 kernels on Hopper): memory-bound they
+# read the narrow weights at the full bandwidth (within 5% of the ideal 3.87x up to batch 32, sec. 5,
+# fig. 9); compute-bound the dequantisation costs tensor-core time, large-batch prefill about 10% slower
+# than the 16-bit GEMM (sec. 5, end-to-end prefill). Their compute rate: this fraction of the 16-bit one.
+WEIGHT_ONLY_RATE = 0.9
+
+
+def weight_only(weights: str, precision: str) -> float:
+    """Compute rate of a GEMM with ``weights`` stored narrower than its ``precision`` inputs, over the
+    same GEMM with both at ``precision`` (1 when they are equal)."""
+    return WEIGHT_ONLY_RATE if PRECISION_BYTES[weights] < PRECISION_BYTES[precision] else 1.0
 
 
 def _scale(op: Op, times, kernels, rate: float) -> Op:

@@ -82,7 +82,7 @@ def kv_transfer(sc: Scenario, sp_prefill, prefill_devices: int, decode_replica_d
     replica of fewer devices receives several shards per link. Also the links' capacity in requests/s
     (every device of the smaller pool sending or receiving at once)."""
     m, w = sc.model, sc.workload
-    kvp = w.kv_precision or w.precision
+    kvp = w.kv_cache
     senders = int(sp_prefill.tp[0] * sp_prefill.pp[0])
     shard = input_len * sp_prefill.layers_per_stage[0] * kv_bytes_per_token_layer(m, sp_prefill.tp[0], kvp)
     per_link = shard * max(1.0, senders / decode_replica_devices)

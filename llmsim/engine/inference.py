@@ -82,7 +82,7 @@ def phase_ops(sc: Scenario, sp: Split, b, s, ctx=None) -> tuple[list[Op], list[O
 
 def _phase_ops(sc: Scenario, b, s, tp, ep, in_tp: bool, ctx=None) -> tuple[list[Op], list[Op]]:
     m, w = sc.model, sc.workload
-    kvp = w.kv_precision or w.precision
+    kvp = w.kv_cache
     touched = touched_experts(m, b * s, ep, 1 if in_tp else ep) if ctx is not None else None
     etp = tp // ep if in_tp else None
 
@@ -90,7 +90,8 @@ def _phase_ops(sc: Scenario, b, s, tp, ep, in_tp: bool, ctx=None) -> tuple[list[
         ops = engine_ops(layer_ops(m, b, s, tp, 1, False, w.precision, moe, ep, flash=True,
                                    touched_experts=touched, expert_tp=etp,
                                    moe_dispatch="local" if in_tp else "permute",
-                                   expert_rate=expert_gemm_rate(sc.parallel, sc.accelerator)), w.precision,
+                                   expert_rate=expert_gemm_rate(sc.parallel, sc.accelerator),
+                                   weights=w.weights, experts=w.experts), w.precision,
                          sc.parallel.activation_quant == "fused")
         if ctx is not None:
             ops = [decode_attention(m, b, ctx, tp, kvp, 1.0) if op.name == "attention" else op for op in ops]
@@ -112,7 +113,7 @@ def _layer_times(sc: Scenario, in_tp: bool, b, isl, osl, tp, ep) -> dict:
     """Compute time of one layer (dense and MoE layers mixed by their share) in the prefill and in each
     sampled decode step, and of the output layer (logits of the last token of each sequence only)."""
     m, frac_moe = sc.model, sc.model.moe_layer_share
-    kvp = sc.workload.kv_precision or sc.workload.precision
+    kvp = sc.workload.kv_cache
 
     def mixed(dense_terms: list, moe_terms: list):
         return (1 - frac_moe) * sum(dense_terms) + frac_moe * sum(moe_terms)
@@ -127,7 +128,7 @@ def _layer_times(sc: Scenario, in_tp: bool, b, isl, osl, tp, ep) -> dict:
 
     _, _, t_dense, t_moe = phase_terms(isl)
     out = {"prefill": mixed(t_dense, t_moe),
-           "head": sum(_op_terms(head_ops(m, b, 1, tp, 1, sc.workload.precision), sc))}
+           "head": sum(_op_terms(head_ops(m, b, 1, tp, 1, sc.workload.weights), sc))}
     ctxs = decode_contexts(isl, osl)
     dense, moe, t_dense, t_moe = phase_terms(1, ctxs[0])
     for j, ctx in enumerate(ctxs):
@@ -142,12 +143,12 @@ def memory_bytes(sc: Scenario, sp: Split, batch, input_len, output_len) -> dict:
     """Weights, KV cache, activation workspace and reserve of one device of the fullest stage."""
     m, w, stage_layers = sc.model, sc.workload, sp.layers_per_stage
     dense, expert = local_params(m, stage_layers, sp.pp, sp.tp, np.where(sp.ep_in_tp, 1, sp.ep))
-    weights = (dense + expert) * PRECISION_BYTES[w.precision]
+    weights = dense * PRECISION_BYTES[w.weights] + expert * PRECISION_BYTES[w.experts]
     kv = batch * (input_len + output_len) * stage_layers * kv_bytes_per_token_layer(
-        m, sp.tp, w.kv_precision or w.precision)
+        m, sp.tp, w.kv_cache)
     if m.attention_window is not None:  # a windowed layer caches at most its window (engine/window.py)
         kv = batch * key_span(m, input_len + output_len) * stage_layers * kv_bytes_per_token_layer(
-            m, sp.tp, w.kv_precision or w.precision)
+            m, sp.tp, w.kv_cache)
     return {"weights": weights, "kv": kv, "activations": _workspace(sc, sp.tp, batch, input_len),
             "reserved": cal.RUNTIME_RESERVED_BYTES}
 

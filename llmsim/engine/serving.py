@@ -82,7 +82,7 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
     """Compute time of one step on one device of the fullest stage's layer mix and the output layer;
     each of the ``d`` decoding requests runs ``q`` positions (speculative verification: q = k + 1)."""
     m, w = sc.model, sc.workload
-    kvp = w.kv_precision or w.precision
+    kvp = w.kv_cache
     acc, prec, kern = sc.accelerator, w.precision, sc.parallel.attention_kernel
     etp = tp // ep if in_tp else None
     # a step's weights are read once for its tokens, and of the routed experts only those its tokens pick
@@ -91,7 +91,7 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
 
     def layer(moe: bool):
         ops = engine_ops(layer_ops(m, 1, d * q + c, tp, 1, False, prec, moe, ep, flash=True, expert_tp=etp,
-                                   touched_experts=touched,
+                                   touched_experts=touched, weights=w.weights, experts=w.experts,
                                    moe_dispatch="local" if in_tp else "permute",
                                    expert_rate=expert_gemm_rate(sc.parallel, acc)), prec,
                          sc.parallel.activation_quant == "fused")
@@ -107,7 +107,7 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
     frac = m.moe_layer_share
     per_layer = (1 - frac) * layer(False) + (frac * layer(True) if m.moe else 0.0)
     head = sum(kernel_time(o, acc, prec, kern, inference=True)
-               for o in head_ops(m, 1, np.maximum(d * q, 1.0), tp, 1, prec))
+               for o in head_ops(m, 1, np.maximum(d * q, 1.0), tp, 1, w.weights))
     return {"layer": per_layer, "head": head}
 
 
@@ -188,7 +188,7 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len, lockstep: bool
     running request (I + O/2 with fixed lengths, request_mix.mix_moments' ctx with a spread; rounded up
     to whole blocks) in what the weights, the step's workspace and the reserve leave free; ``lockstep``
     (a wave, engine/waves.py): at the full context I + O that every request of the wave reaches at once."""
-    s, kvp = sc.serving, sc.workload.kv_precision or sc.workload.precision
+    s, kvp = sc.serving, sc.workload.kv_cache
     draft = s.speculative.draft_model if s.speculative is not None else None
     if s.speculative is not None and draft is None:  # the draft head's layers hold weights and a KV cache
         sp = dataclasses.replace(sp, layers_per_stage=sp.layers_per_stage + s.speculative.draft_layers)

@@ -137,7 +137,7 @@ class Network:
 @dataclass(frozen=True)
 class Workload:
     mode: str
-    precision: str
+    precision: str  # the GEMM inputs' (activations'): the tensor cores' math
     seq_len: int
     global_batch_size: int | None = None
     batch_size: int | str | None = None
@@ -149,6 +149,33 @@ class Workload:
     input_len_cv: float = 0.0  # serving: spread of the request mix (standard deviation / mean), 0: fixed
     output_len_cv: float = 0.0
     length_corr: float = 0.0  # correlation of a request's input and output lengths
+    weight_precision: str | None = None  # attention and dense weights; None: ``precision``
+    expert_precision: str | None = None  # routed experts' weights; None: the weights'
+
+    @property
+    def weights(self) -> str:
+        return self.weight_precision or self.precision
+
+    @property
+    def experts(self) -> str:
+        return self.expert_precision or self.weights
+
+    @property
+    def kv_cache(self) -> str:
+        """The KV cache's precision: as given, else the serving engines' default, the model's 16-bit dtype
+        whatever its weights (vLLM and SGLang ``kv_cache_dtype auto``; an FP8 cache is asked for)."""
+        if self.kv_precision is not None:
+            return self.kv_precision
+        return self.precision if PRECISION_BYTES[self.precision] >= 2 else "bf16"
+
+    @property
+    def precision_label(self) -> str:
+        """The ``precision`` column: one name, or the activations' with the narrower weights
+        (``bf16, experts fp4``; ``bf16, weights fp8``)."""
+        parts = [f"weights {self.weights}"] if self.weights != self.precision else []
+        if self.experts != self.weights:
+            parts.append(f"experts {self.experts}")
+        return ", ".join([self.precision, *parts])
 
 
 @dataclass(frozen=True)

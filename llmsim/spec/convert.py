@@ -119,13 +119,15 @@ def _serving(s, acc) -> Serving:
 def scenario_values(s: ScenarioSpec) -> Scenario:
     p, w = s.parallel, s.workload
     acc = accelerator_values(s.system.accelerator)
+    prec = s.precision()
     return Scenario(
         model=model_values(s.model), accelerator=acc,
         num_devices=s.system.num_devices, network=network_values(s.system.network),
         parallel=declared_values(Parallel, p),
-        workload=Workload(mode=w.mode, precision=w.precision, seq_len=w.seq_len,
+        workload=Workload(mode=w.mode, precision=prec.activations, seq_len=w.seq_len,
                           global_batch_size=w.global_batch_size, batch_size=w.batch_size,
-                          **_lengths(w), kv_precision=w.kv_precision,
+                          **_lengths(w), kv_precision=w.kv_precision or prec.kv_cache,
+                          weight_precision=prec.weights, expert_precision=prec.experts,
                           concurrency=w.concurrency, request_rate_per_s=w.request_rate_per_s),
         cost=declared_values(CostRates, s.cost), reliability=declared_values(Reliability, s.reliability),
         serving=_serving(s.serving, acc),

@@ -12,6 +12,36 @@ from llmsim.spec.base import NonNegInt, PosFloat, PosInt, Sources, Strict
 MAX_MODEL = 2**53
 
 Activation = Literal["gelu", "relu", "squared-relu", "swiglu", "geglu"]
+PrecisionName = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
+WIDTH_BITS = {"fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4}
+
+
+class PrecisionSpec(Strict):
+    """Precision by component, as quantised models ship and engines run them: the GEMM inputs
+    (``activations``: the tensor cores' math), the weights of attention and dense layers, the routed
+    experts' weights and the KV cache. Weights narrower than the activations run weight-only (W4A16, W8A16:
+    dequantised inside the GEMM, Marlin-class kernels). gpt-oss ships MXFP4 experts beside BF16 attention
+    (its config.json quantization_config: mxfp4, modules_to_not_convert self_attn, router, embed, lm_head)."""
+
+    activations: PrecisionName = "bf16"
+    weights: PrecisionName | None = None  # default: the activations'
+    experts: PrecisionName | None = None  # default: the weights'
+    kv_cache: PrecisionName | None = None  # default: the serving engine's (16-bit)
+
+    @model_validator(mode="after")
+    def _check(self) -> PrecisionSpec:
+        for key in ("weights", "experts"):
+            value = getattr(self, key)
+            if value is not None and WIDTH_BITS[value] > WIDTH_BITS[self.activations]:
+                raise ValueError(f"{key} {value} is wider than activations {self.activations}: GEMMs run at the "
+                                 "wider of the two, so give activations at least the weights' width")
+        return self
+
+    @property
+    def uniform(self) -> bool:
+        """One precision for weights, experts and activations (the string form)."""
+        return {self.weights or self.activations, self.experts or self.weights or self.activations} == {
+            self.activations}
 
 
 class MoESpec(Strict):
@@ -69,6 +99,8 @@ class ModelSpec(Strict):
     moe: MoESpec | None = None
     mla: MLASpec | None = None
     attention_window: AttentionWindowSpec | None = None
+    # the precision the model is published in (``workload.precision: native``)
+    precision: PrecisionSpec | None = None
     sources: Sources = {}
 
     @model_validator(mode="after")

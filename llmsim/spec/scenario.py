@@ -12,7 +12,7 @@ from llmsim.engine.settings import DEFAULT_ORDER, CostRates, Degree, Parallel, R
 from llmsim.spec.base import PosFloat, PosInt, Strict
 from llmsim.spec.declared import declared_model
 from llmsim.spec.hardware import AcceleratorSpec, NetworkSpec
-from llmsim.spec.model import ModelSpec
+from llmsim.spec.model import ModelSpec, PrecisionName, PrecisionSpec
 
 BF16_PARAM_PRECISIONS = ("bf16", "fp8", "fp4")  # FP8/FP4 recipes keep bf16 parameters (Transformer Engine)
 
@@ -72,7 +72,9 @@ Length = Annotated[Annotated[PosInt, Tag("tokens")] | Annotated[LengthSpread, Ta
 
 class WorkloadSpec(Strict):
     mode: Literal["training", "inference", "serving"] = "training"
-    precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"] = "bf16"
+    # one precision for weights and GEMM inputs, ``native`` (the model's published precision), or by
+    # component (spec/model.py PrecisionSpec)
+    precision: PrecisionName | Literal["native"] | PrecisionSpec = "bf16"
     seq_len: PosInt = 2048
     global_batch_size: PosInt | None = None  # sequences per optimizer step (training)
     batch_size: PosInt | Literal["max"] | None = None  # concurrent sequences (inference)
@@ -221,10 +223,22 @@ class ScenarioSpec(Strict):
     reliability: ReliabilitySpec = ReliabilitySpec()
     serving: ServingSpec = ServingSpec()
 
+    def precision(self) -> PrecisionSpec:
+        """``workload.precision`` by component: a name for weights, experts and activations alike, or the
+        model's published precision (``native``)."""
+        given = self.workload.precision
+        if given == "native":
+            if self.model.precision is None:
+                raise ValueError(f"workload.precision native: model '{self.model.name}' has no published precision "
+                                 "(its preset's precision key); allowed: bf16, fp16, fp8, fp4 or a mapping")
+            return self.model.precision
+        return PrecisionSpec(activations=given) if isinstance(given, str) else given
+
     @model_validator(mode="after")
     def _check(self) -> ScenarioSpec:
-        acc, prec = self.system.accelerator, self.workload.precision
         w = self.workload
+        precision = self.precision()
+        acc, prec = self.system.accelerator, precision.activations
         if w.mode == "training":
             tokens, what = (w.global_batch_size or 1) * w.seq_len, "global_batch_size x seq_len"
         else:
@@ -237,8 +251,17 @@ class ScenarioSpec(Strict):
                              "(its bytes overflow 64-bit integers)")
         if getattr(acc.peak_tflops, prec) is None:
             have = [p for p in ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4") if getattr(acc.peak_tflops, p)]
-            raise ValueError(f"workload.precision {prec} is not supported by accelerator '{acc.name}'; "
-                             f"allowed: {', '.join(have)}")
+            key = "workload.precision" if isinstance(w.precision, str) and w.precision != "native" else (
+                "workload.precision.activations")
+            raise ValueError(f"{key} {prec} is not supported by accelerator '{acc.name}'; allowed: "
+                             f"{', '.join(have)}; narrower weights run weight-only, e.g. workload.precision: "
+                             f"{{activations: bf16, weights: {prec}}}")
+        if not precision.uniform and w.mode == "training":
+            raise ValueError("workload.precision: weights or experts narrower than the activations are modelled "
+                             "for inference and serving; training takes one precision (bf16, fp8, ...)")
+        if precision.kv_cache is not None and w.kv_precision is not None and precision.kv_cache != w.kv_precision:
+            raise ValueError(f"workload.kv_precision {w.kv_precision} and workload.precision.kv_cache "
+                             f"{precision.kv_cache} differ; give one")
         kernel = self.parallel.attention_kernel
         measured = acc.measured_attention_tflops or {}
         if kernel != "auto" and measured and kernel not in measured:

@@ -59,7 +59,7 @@ def inference_inputs(sc, n: dict, input_len, output_len, batch_size) -> dict:
     ``output_len``) tokens."""
     w = sc.workload
     const = constant_column(len(n["tp"]))
-    return {**system_inputs(sc, n, const), "mode": const(w.mode), "precision": const(w.precision), "kv_precision": const(w.kv_precision or w.precision),
+    return {**system_inputs(sc, n, const), "mode": const(w.mode), "precision": const(w.precision_label), "kv_precision": const(w.kv_cache),
             "input_len": input_len, "output_len": output_len, "batch_size": batch_size}
 
 

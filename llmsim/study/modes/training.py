@@ -104,7 +104,7 @@ def training_inputs(sc, n: dict) -> dict:
     const = constant_column(len(n["tp"]))
     return {**system_inputs(sc, n, const), "microbatch_size": n["microbatch_size"], "virtual_stages": n["virtual_stages"],
             "sequence_parallel": const(p.sequence_parallel), "recompute": const(p.recompute),
-            "zero_stage": const(p.zero_stage), "mode": const(w.mode), "precision": const(w.precision),
+            "zero_stage": const(p.zero_stage), "mode": const(w.mode), "precision": const(w.precision_label),
             "seq_len": const(w.seq_len), "global_batch_size": n["global_batch_size"]}
 
 

@@ -23,15 +23,15 @@ def test_gpt_oss_runs_as_released_on_hopper_weight_only(registry, acc):
     # beside BF16 attention (the preset's precision, workload.precision: native)
     sc = _load(registry, f"system.accelerator={acc[0]}", f"system.network={acc[1]}", "workload.precision=native")
     w = sc.workload
-    assert (w.precision, w.weights, w.experts, w.kv_cache) == ("bf16", "bf16", "fp4", "bf16")
+    assert (w.precision, w.weights, w.experts, w.kv_cache) == ("bf16", "bf16", "mxfp4", "bf16")
     row = est.record(sc)
-    assert row["precision"] == "bf16, experts fp4" and row["kv_precision"] == "bf16" and row["tpot_s"] > 0
+    assert row["precision"] == "bf16, experts mxfp4" and row["kv_precision"] == "bf16" and row["tpot_s"] > 0
     # weights, by hand from config.json: per layer 128 experts x (3 x 2,880 x 2,880 + 3 x 2,880 biases)
-    # = 128 x 24,891,840, x 36 layers = 114,701,598,720 expert parameters at 0.5625 B (4 bits + a scale per
-    # block); the rest: 36 x (attention 26,550,080 + router 368,640 + norms 11,520) + embeddings
-    # 2 x 201,088 x 2,880 = 2,127,755,520 at 2 B: 4,255,511,040 + 64,519,649,280 = 68,775,160,320 B
+    # = 128 x 24,891,840, x 36 layers = 114,701,598,720 expert parameters at 0.53125 B (MXFP4: 4 bits and an
+    # 8-bit scale per 32); the rest: 36 x (attention 26,550,080 + router 368,640 + norms 11,520) + embeddings
+    # 2 x 201,088 x 2,880 = 2,127,755,520 at 2 B: 4,255,511,040 + 60,935,224,320 = 65,190,735,360 B
     mem = memory_bytes(sc, resolve_split(sc).as_column(), 1, 1024, 1024)
-    assert float(mem["weights"][0]) == pytest.approx(68_775_160_320, rel=1e-12)
+    assert float(mem["weights"][0]) == pytest.approx(65_190_735_360, rel=1e-12)
     with pytest.raises(Exception, match="fp4 is not supported by accelerator"):
         _load(registry, f"system.accelerator={acc[0]}", f"system.network={acc[1]}", "workload.precision=fp4")
 

@@ -15,7 +15,7 @@ import numpy as np
 from llmsim.engine import calibration as cal
 from llmsim.engine.heads import kv_heads_per_rank, kv_width_per_rank, qk_dim, v_dim
 from llmsim.engine.memory import moe_dispatch_factor, moe_row_factor
-from llmsim.engine.types import PRECISION_BYTES, Accelerator, Model, Parallel
+from llmsim.engine.types import PRECISION_BITS, PRECISION_BYTES, Accelerator, Model, Parallel
 from llmsim.engine.window import pair_fraction
 
 ACT_BYTES = 2.0  # activations stay in 16-bit even in FP8 training (Transformer Engine keeps bf16 I/O)
@@ -203,7 +203,7 @@ WEIGHT_ONLY_RATE = 0.9
 def weight_only(weights: str, precision: str) -> float:
     """Compute rate of a GEMM with ``weights`` stored narrower than its ``precision`` inputs, over the
     same GEMM with both at ``precision`` (1 when they are equal)."""
-    return WEIGHT_ONLY_RATE if PRECISION_BYTES[weights] < PRECISION_BYTES[precision] else 1.0
+    return WEIGHT_ONLY_RATE if PRECISION_BITS[weights] < PRECISION_BITS[precision] else 1.0
 
 
 def _scale(op: Op, times, kernels, rate: float) -> Op:

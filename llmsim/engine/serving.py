@@ -78,16 +78,26 @@ def _prefill_attention(m, c, keys, tp, kv_precision: str) -> Op:
     return Op("attention", "attention", flops, nbytes, np.maximum(c, 1.0), 1.0, 1.0, True, kernels=0.0)
 
 
-def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 1):
+def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 1, chunk=None):
     """Compute time of one step on one device of the fullest stage's layer mix and the output layer;
-    each of the ``d`` decoding requests runs ``q`` positions (speculative verification: q = k + 1)."""
+    each of the ``d`` decoding requests runs ``q`` positions (speculative verification: q = k + 1).
+    ``chunk``: ``c`` is a mean over steps whose prompt tokens come ``chunk`` at a time (None: every step
+    holds ``c``)."""
     m, w = sc.model, sc.workload
     kvp = w.kv_cache
     acc, prec, kern = sc.accelerator, w.precision, sc.parallel.attention_kernel
     etp = tp // ep if in_tp else None
     # a step's weights are read once for its tokens, and of the routed experts only those its tokens pick
-    # (inference.touched_experts: at one decode token, top_k of them)
-    touched = touched_experts(m, d * q + c, ep, 1 if in_tp else ep)
+    # (inference.touched_experts: at one decode token, top_k of them). Where ``c`` is the mean of steps
+    # that hold a prompt chunk (a share c / chunk of them) and steps that hold none, the experts read are
+    # the mean over those steps, not the count at the mean (every expert, when a few prompt tokens are
+    # spread over each step)
+    pooled = 1 if in_tp else ep
+    touched = touched_experts(m, d * q + c, ep, pooled)
+    if chunk is not None and m.moe is not None:
+        share = np.minimum(1.0, c / np.maximum(chunk, 1.0))
+        touched = (share * touched_experts(m, d * q + np.maximum(chunk, c), ep, pooled)
+                   + (1 - share) * touched_experts(m, d * q, ep, pooled))
 
     def layer(moe: bool):
         ops = engine_ops(layer_ops(m, 1, d * q + c, tp, 1, False, prec, moe, ep, flash=True, expert_tp=etp,
@@ -111,13 +121,18 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
     return {"layer": per_layer, "head": head}
 
 
-def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys):
+def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys, chunk=None):
     """Wall time of one engine step: every stage's forward over ``d`` decoding requests and ``c`` prompt
     tokens (arrays per row), their collectives, and the pipeline hops; speculating, each decoding request
-    verifies k + 1 positions after the draft's k passes (engine/speculative.py)."""
+    verifies k + 1 positions after the draft's k passes (engine/speculative.py). ``chunk``: ``c`` is the
+    mean of steps with prompt chunks of that size and steps without (``_stage_compute``)."""
     q = speculative.queries(sc)
     flag = np.broadcast_to(np.asarray(sp.ep_in_tp, dtype=bool), np.shape(d))
-    comp = on_flag(lambda f, *k: _stage_compute(sc, f, *k, q=q), flag, d, c, ctx, keys, sp.tp, sp.ep)
+    if chunk is None:
+        comp = on_flag(lambda f, *k: _stage_compute(sc, f, *k, q=q), flag, d, c, ctx, keys, sp.tp, sp.ep)
+    else:
+        comp = on_flag(lambda f, *k: _stage_compute(sc, f, *k[:-1], q=q, chunk=k[-1]), flag, d, c, ctx, keys,
+                       sp.tp, sp.ep, chunk)
     comm, _ = forward_comm(sc, sp, st, d * q + c, with_names=False)
     stage = sp.layers_per_stage * comp["layer"] + comp["head"] + comm
     out = sp.pp * stage + pipeline_hops(sc, sp, st, d * q + c)
@@ -173,7 +188,8 @@ def kv_budget(engine: str, hbm, weights, workspace, reserved, ranks):
     left = hbm - weights - workspace - reserved  # what llmsim's own accounting leaves (``generic``)
     if engine == "tensorrt-llm":  # KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory left free
         return 0.9 * left
-    if engine == "vllm":  # gpu_memory_utilization 0.9 of the device for weights, activations and the KV cache
+    if engine in ("vllm", "atom"):  # gpu_memory_utilization 0.9 of the device for weights, activations and
+        # the KV cache (ATOM v0.1.5 atom/config.py: the same default, 0.9)
         return left - 0.1 * hbm
     if engine == "sglang":  # mem_fraction_static: the device less (9.5 + tp x pp / 2) GiB under 90 GB,
         # (12 + tp x pp / 2) GiB to 160 GB, 32 GiB above, for weights and KV (server_args.py, 0.5.2)
@@ -245,7 +261,9 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         # requests per second times I' tokens times the step t (a decode step's, or a prefill step's)
         d_o = (run - 1) * frac
         c_o = d_o * prompt * e / np.maximum(osl - 1, 1)
-        step = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys)
+        # the others' prompts come a chunk at a time (a whole prompt when it fits the step's budget)
+        chunk = np.minimum(prompt, np.maximum(budget - (1 + d_o) * q, 1.0))
+        step = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys, chunk=chunk)
         tpot = step / e
         if s.chunked_prefill:  # its prompt in w chunks
             chunks = np.maximum(1.0, prompt / np.maximum(budget - d_o * q, 1.0))

@@ -15,7 +15,11 @@ from llmsim.engine.settings import CostRates, Parallel, Reliability
 # scales. fp4 is NVFP4: 4-bit E2M1 values plus one E4M3 scale per 16 values = 4.5 bits = 0.5625 B (NeMo
 # AutoModel nvfp4 docs, "0.5625 bytes per parameter", https://docs.nvidia.com/nemo/automodel/nemo-automodel/nemo_automodel/components/quantization/nvfp4 ;
 # Intel Neural Compressor NVFP4 table https://intel.github.io/neural-compressor/latest/docs/source/3x/PT_NVFP4Quant.html)
-PRECISION_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5625}
+PRECISION_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5625,
+                   # OCP Microscaling (MX) v1.0: 4-bit E2M1 elements and one 8-bit E8M0 scale per 32 (gpt-oss's
+                   # released experts); fp4 is NVFP4's 4 bits with an 8-bit scale per 16
+                   "mxfp4": 0.53125}
+PRECISION_BITS = {"fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4, "mxfp4": 4}  # element width
 
 
 @dataclass(frozen=True)

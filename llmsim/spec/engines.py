@@ -5,7 +5,7 @@ and quotes). A value the scenario sets wins; ``generic`` keeps llmsim's earlier 
 from __future__ import annotations
 
 GIB = 2**30
-ENGINES = ("generic", "vllm", "sglang", "tensorrt-llm")
+ENGINES = ("generic", "vllm", "sglang", "tensorrt-llm", "atom")
 
 
 def scheduler_defaults(engine: str, accelerator: str, hbm_bytes: float) -> dict[str, int | bool | str]:
@@ -38,6 +38,13 @@ def scheduler_defaults(engine: str, accelerator: str, hbm_bytes: float) -> dict[
         # in-flight batching runs context and generation requests in one batch (GptManager / PyExecutor)
         return {"max_batch_tokens": 8192, "max_seqs": 2048, "kv_block_tokens": 32, "chunked_prefill": False,
                 "scheduler": "mixed"}
+    if engine == "atom":
+        # AMD's ATOM v0.1.5 (ROCm/ATOM b0071c5, atom/config.py L983-L1001): max_num_batched_tokens 16,384,
+        # max_num_seqs 512, kv_cache_block_size 16, chunked prefill on; its scheduler returns a step of
+        # prompts alone whenever one was scheduled and decodes only when none wait ("prefill-first ... no
+        # decode mixing", docs/scheduling_kv_cache_guide.md; atom/model_engine/scheduler.py L687-L760)
+        return {"max_batch_tokens": 16384, "max_seqs": 512, "kv_block_tokens": 16, "chunked_prefill": True,
+                "scheduler": "prefill_first"}
     # generic: TensorRT-LLM's max_num_tokens 8,192 (TensorRT-LLM docs, "Tuning max batch size and max num
     # tokens"), vLLM V0's max_num_seqs 256 and block_size 16 (Kwon et al. 2023, PagedAttention, sec. 4)
     return {"max_batch_tokens": 8192, "max_seqs": 256, "kv_block_tokens": 16, "chunked_prefill": True,

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from llmsim.engine.types import PRECISION_BITS
 from llmsim.spec.base import NonNegInt, PosFloat, PosInt, Sources, Strict
 
 # layers x hidden x widest layer: far above any real model (~1e15 weights), far below 2**63
@@ -13,7 +14,7 @@ MAX_MODEL = 2**53
 
 Activation = Literal["gelu", "relu", "squared-relu", "swiglu", "geglu"]
 PrecisionName = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
-WIDTH_BITS = {"fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4}
+StoredPrecision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "mxfp4"]  # weights may be MX-scaled
 
 
 class PrecisionSpec(Strict):
@@ -24,15 +25,15 @@ class PrecisionSpec(Strict):
     (its config.json quantization_config: mxfp4, modules_to_not_convert self_attn, router, embed, lm_head)."""
 
     activations: PrecisionName = "bf16"
-    weights: PrecisionName | None = None  # default: the activations'
-    experts: PrecisionName | None = None  # default: the weights'
+    weights: StoredPrecision | None = None  # default: the activations'
+    experts: StoredPrecision | None = None  # default: the weights'
     kv_cache: PrecisionName | None = None  # default: the serving engine's (16-bit)
 
     @model_validator(mode="after")
     def _check(self) -> PrecisionSpec:
         for key in ("weights", "experts"):
             value = getattr(self, key)
-            if value is not None and WIDTH_BITS[value] > WIDTH_BITS[self.activations]:
+            if value is not None and PRECISION_BITS[value] > PRECISION_BITS[self.activations]:
                 raise ValueError(f"{key} {value} is wider than activations {self.activations}: GEMMs run at the "
                                  "wider of the two, so give activations at least the weights' width")
         return self

@@ -183,7 +183,7 @@ class ServingSpec(Strict):
 
     # whose scheduler defaults fill the three below when they are not set (spec/engines.py, each from the
     # engine's source): generic 8,192 tokens, 256 requests, blocks of 16 tokens
-    engine: Literal["generic", "vllm", "sglang", "tensorrt-llm"] = "generic"
+    engine: Literal["generic", "vllm", "sglang", "tensorrt-llm", "atom"] = "generic"
     max_batch_tokens: PosInt | None = None  # tokens one step may run (decode tokens + prompt chunk)
     max_seqs: PosInt | None = None  # requests running at once
     kv_block_tokens: PosInt | None = None  # tokens per paged KV cache block

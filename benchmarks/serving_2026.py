@@ -75,7 +75,7 @@ def scenario_overrides(rec: dict) -> tuple[list[str], list[str]] | None:
             f"system.num_devices={hw['count']}", f"parallel.tp={p['tp']}", f"parallel.pp={p.get('pp') or 1}",
             f"parallel.ep={ep}", "workload.mode=serving", f"workload.precision={prec}",
             *([f"workload.kv_precision={kv}"] if kv not in (None, "native") else []),
-            f"workload.input_len={int(round(w['isl']))}", f"workload.output_len={int(round(w['osl']))}", load,
+            f"workload.input_len={round(w['isl'])}", f"workload.output_len={round(w['osl'])}", load,
             *([f"serving.engine={p['engine']}"] if p.get("engine") in ENGINES else []),
             *([f"serving.max_batch_tokens={budget.group(1)}"] if budget else [])]
     return sets, flags

@@ -27,7 +27,7 @@ class PrecisionSpec(Strict):
     activations: PrecisionName = "bf16"
     weights: StoredPrecision | None = None  # default: the activations'
     experts: StoredPrecision | None = None  # default: the weights'
-    kv_cache: PrecisionName | None = None  # default: the serving engine's (16-bit)
+    kv_cache: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] | None = None  # default: the engines' (16-bit)
 
     @model_validator(mode="after")
     def _check(self) -> PrecisionSpec:

@@ -24,7 +24,7 @@ from llmsim.engine.split import SPLIT_INPUTS, Split, inputs_of, split_arrays
 from llmsim.spec.errors import SpecError
 from llmsim.spec.expr import Expr
 from llmsim.spec.yamlio import Document
-from llmsim.study import modes
+from llmsim.study import modes, rowset
 from llmsim.study.columns import axis_column, axis_columns, axis_paths, cell, record_names
 
 # dotted scenario path -> split input evaluated as a column
@@ -43,12 +43,13 @@ _REGISTRIES: dict = {}  # per worker process: presets parsed once, not once per 
 class _Context:
     """What every group of a chunk shares: the spec, the preset registry, compiled constraints."""
 
-    def __init__(self, spec, preset_dirs):
+    def __init__(self, spec, preset_dirs, front: bool = False):
         from llmsim.spec.presets import PresetRegistry
 
         if preset_dirs not in _REGISTRIES:
             _REGISTRIES[preset_dirs] = PresetRegistry(list(preset_dirs))
         self.spec, self.registry = spec, _REGISTRIES[preset_dirs]
+        self.front = front and bool(spec.objectives) and spec.keep != "all"
         self.checks = [Expr(c) for c in spec.constraints]
         self.doc = Document(spec.base, spec.source)
         self.axis_columns = axis_columns(axis_paths(spec), record_names(spec))
@@ -122,8 +123,14 @@ def point_indices(spec, start: int, stop: int) -> np.ndarray:
 def evaluate_chunk(spec, preset_dirs: tuple[str, ...], start: int, stop: int) -> pd.DataFrame:
     """Rows of the points at positions ``start`` .. ``stop - 1`` of the group-major order
     (``point_indices``), in point order, with ``point`` and ``infeasible_reason`` (infeasible rows only
-    with ``keep: all``)."""
-    ctx = _Context(spec, preset_dirs)
+    with ``keep: all``): ``chunk_rows`` as a pandas frame."""
+    return rowset.to_pandas(chunk_rows(spec, preset_dirs, start, stop))
+
+
+def chunk_rows(spec, preset_dirs: tuple[str, ...], start: int, stop: int, front: bool = False) -> rowset.Rows:
+    """``evaluate_chunk``'s rows as columns (``rowset``); ``front``: only each group's Pareto front by the
+    spec's objectives (a superset of the chunk's front, which holds the sweep's)."""
+    ctx = _Context(spec, preset_dirs, front)
     idx = point_indices(spec, start, stop)
     rest, picks = idx, []
     for _, values in reversed(spec.axes):  # mixed radix, the last axis fastest (SweepSpec.point)
@@ -134,7 +141,7 @@ def evaluate_chunk(spec, preset_dirs: tuple[str, ...], start: int, stop: int) ->
     code, first = factorize(rest, *(picks[k] for k in cat))
     order = np.argsort(code, kind="stable")
     bounds = np.cumsum(np.bincount(code, minlength=len(first)))
-    frames = []
+    parts = []
     for g, i0 in enumerate(first):
         rows = order[(bounds[g - 1] if g else 0):bounds[g]]
         fixed = [(spec.axes[k][0], spec.axes[k][1][picks[k][i0]]) for k in cat]
@@ -142,23 +149,23 @@ def evaluate_chunk(spec, preset_dirs: tuple[str, ...], start: int, stop: int) ->
             fixed += list(zip(spec.zip_paths, spec.zip_rows[rest[i0]], strict=True))
         varied = {VECTOR_PATHS[spec.axes[k][0]]: np.asarray(spec.axes[k][1], dtype=np.int64)[picks[k][rows]]
                   for k in vec}
-        frames.append(_with_axes(_group(ctx, idx[rows], fixed, varied, [spec.axes[k][0] for k in vec]), fixed,
-                                 ctx.axis_columns))
-    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return out.sort_values("point", kind="stable", ignore_index=True) if len(out) else out
+        parts += [_with_axes(p, fixed, ctx.axis_columns)
+                  for p in _group(ctx, idx[rows], fixed, varied, [spec.axes[k][0] for k in vec])]
+    return rowset.in_point_order(rowset.concat(parts))
 
 
-def _with_axes(frame: pd.DataFrame, fixed, columns: dict[str, tuple]) -> pd.DataFrame:
+def _with_axes(rows: rowset.Rows, fixed, columns: dict[str, tuple]) -> rowset.Rows:
     """The group's rows with its values of the grid keys that have no record column (``columns``)."""
-    if len(frame):
+    n = rowset.length(rows)
+    if n:
         values = dict(fixed)
         for name, path in columns.items():
             if path in values:
-                frame[name] = cell(values[path])
-    return frame
+                rows[name] = rowset.broadcast(cell(values[path]), n)
+    return rows
 
 
-def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> pd.DataFrame:
+def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> list[rowset.Rows]:
     """One group: fixed categorical overrides, split inputs (and inference batch and lengths) varying as
     arrays."""
     try:
@@ -205,9 +212,10 @@ def _splits(sc, n: dict, varied: dict, explain: bool) -> tuple[Split, np.ndarray
     return split, ok & ~big, reasons
 
 
-def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> pd.DataFrame:
-    """The group's frame: ``engine(valid splits)`` -> columns of the valid rows (reasons: does not fit,
-    constraints), with ``keep: all`` also the invalid rows' ``inputs(mask)`` and reasons."""
+def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> list[rowset.Rows]:
+    """The group's rows: ``engine(valid splits)`` -> columns of the valid rows (reasons: does not fit,
+    constraints), with ``keep: all`` also the invalid rows' ``inputs(mask)`` and reasons; with
+    ``ctx.front`` only the group's Pareto front (a point on the sweep's front is on its group's)."""
     parts = []
     if ok.any():
         cols = engine(split.take(ok))
@@ -219,29 +227,36 @@ def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> p
         pts = points[ok]
         if ctx.spec.keep != "all":  # drop the rows that failed before building the frame, column by column
             kept = np.flatnonzero(pd.isna(good))
+            if len(kept) and ctx.front:
+                kept = kept[_front(cols, kept, ctx.spec.objectives)]
             if len(kept) < len(good):
                 cols = {k: (v[kept] if np.ndim(v) else v) for k, v in cols.items()}
                 pts, good = pts[kept], good[kept]
-        parts.append(_frame({"point": pts, **cols, "infeasible_reason": good}))
+        parts.append(rowset.of({"point": pts, **cols, "infeasible_reason": good}, len(pts)))
     if ctx.spec.keep == "all" and not ok.all():
-        parts.append(pd.DataFrame({"point": points[~ok], **inputs(~ok), "infeasible_reason": reasons[~ok]}))
-    if not parts:
-        return pd.DataFrame()
-    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        parts.append(rowset.of({"point": points[~ok], **inputs(~ok), "infeasible_reason": reasons[~ok]},
+                               int((~ok).sum())))
+    return parts
 
 
-def _frame(cols: dict) -> pd.DataFrame:
-    """A frame of the engine's columns without copying them; object columns (names, tiers, reasons:
-    text with None) kept as objects, not checked cell by cell into pandas' string dtype."""
-    return pd.DataFrame({k: pd.Series(v, dtype=object, copy=False)
-                         if isinstance(v, np.ndarray) and v.dtype == object else v for k, v in cols.items()},
-                        copy=False)
+def _front(cols: dict, rows: np.ndarray, objectives) -> np.ndarray:
+    """Mask over ``rows`` (positions in ``cols``) of the rows on their Pareto front by the objectives the
+    engine's columns hold (an objective that is a grid key's column is one value in a group: it ranks no
+    row of it above another)."""
+    from llmsim.study.pareto import pareto_rank
+
+    held = [(c, m) for c, m in objectives if c in cols]
+    if not held:
+        return np.ones(len(rows), bool)
+    n = len(cols["fits_in_memory"]) if np.ndim(cols["fits_in_memory"]) else 1
+    values = np.column_stack([rowset.numeric(rowset.of({c: cols[c]}, n), c)[rows] for c, _ in held])
+    return pareto_rank(values, [m for _, m in held]) == 0
 
 
-def _failed(ctx, points, fixed, varied, message) -> pd.DataFrame:
+def _failed(ctx, points, fixed, varied, message) -> list[rowset.Rows]:
     if ctx.spec.keep != "all":
-        return pd.DataFrame()
+        return []
     # the output column of a scenario path (axis_column: parallel.tp -> tp, system.accelerator -> accelerator)
     cols = {axis_column(p): [cell(v)] * len(points) for p, v in fixed}
     cols.update({p[-1]: varied[k] for p, k in VECTOR_PATHS.items() if k in varied})
-    return pd.DataFrame({"point": points, **cols, "infeasible_reason": message})
+    return [rowset.of({"point": points, **cols, "infeasible_reason": message}, len(points))]

@@ -1,7 +1,7 @@
 """A sweep chunk's rows on disk, as an Arrow IPC file written and read by polars (columnar: a kept row
 costs a gather, not a pickle round trip through pandas).
 
-``to_polars`` converts an evaluated pandas frame a column at a time: numbers as they are (NaN as a
+``to_polars`` converts a chunk's evaluated columns (``rowset.Rows``, or a pandas frame) one at a time: numbers as they are (NaN as a
 missing value, an empty cell), nullable integers as integers, and text and other object columns by their
 distinct values (a sweep's text columns repeat a few values), a text cell's line breaks as one space
 (one row, one line).
@@ -18,24 +18,27 @@ import polars as pl
 _BREAKS = re.compile(r"[\r\n]+")
 
 
-def to_polars(frame: pd.DataFrame) -> pl.DataFrame:
-    return pl.DataFrame([_series(name, frame[name]) for name in frame.columns])
+def to_polars(rows) -> pl.DataFrame:
+    """A chunk's rows (``rowset.Rows``, or a pandas frame) as a polars frame, a column at a time."""
+    if isinstance(rows, pd.DataFrame):
+        rows = {name: rows[name].values for name in rows.columns}
+    return pl.DataFrame([_series(name, values) for name, values in rows.items()])
 
 
-def _series(name: str, col: pd.Series) -> pl.Series:
-    dtype = col.dtype
+def _series(name: str, values) -> pl.Series:
+    dtype = values.dtype
     if isinstance(dtype, np.dtype) and dtype.kind in "iub":
-        return pl.Series(name, col.to_numpy())
+        return pl.Series(name, values)
     if isinstance(dtype, np.dtype) and dtype.kind == "f":
-        return pl.Series(name, col.to_numpy(), nan_to_null=True)
+        return pl.Series(name, values, nan_to_null=True)
     if isinstance(dtype, pd.Int64Dtype):  # the integers as they are (no float on the way), missing ones null
-        values = pl.Series(name, col.to_numpy(dtype="int64", na_value=0))
-        missing = col.isna().to_numpy()
-        return values.scatter(np.flatnonzero(missing), None) if missing.any() else values
+        out = pl.Series(name, values.to_numpy(dtype="int64", na_value=0))
+        absent = np.asarray(values.isna())
+        return out.scatter(np.flatnonzero(absent), None) if absent.any() else out
     if isinstance(dtype, pd.CategoricalDtype):
-        codes, uniques = col.cat.codes.to_numpy(), list(dtype.categories)
+        codes, uniques = values.codes, list(dtype.categories)
     else:
-        codes, uniques = pd.factorize(col.to_numpy(dtype=object))
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object))
         uniques = list(uniques)
     table = pl.Series(name, _cells(uniques) + [None])  # the distinct values and a missing one, code -1
     return table.gather(np.where(codes < 0, len(uniques), codes).astype(np.int64))
@@ -53,8 +56,9 @@ def _cells(values: list) -> list:
     return [(_BREAKS.sub(" ", v) or None) if isinstance(v, str) else str(v) for v in values]
 
 
-def write(frame: pd.DataFrame, path: str) -> None:
-    to_polars(frame).write_ipc(path, compression="uncompressed")
+def write(rows, path: str) -> None:
+    """Rows (``rowset.Rows``, or a pandas frame) as an uncompressed Arrow IPC file at ``path``."""
+    to_polars(rows).write_ipc(path, compression="uncompressed")
 
 
 def read(path: str) -> pl.DataFrame:

@@ -17,10 +17,9 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from llmsim.spec.errors import SpecError
-from llmsim.study import partfile
+from llmsim.study import partfile, rowset
 from llmsim.study import sweep as sw
 
 MAX_RUNS = 256  # at most this many rendered files are merged at once (open file handles)
@@ -38,32 +37,30 @@ class Part:
     columns: tuple[str, ...]
 
 
-def _keys(frame: pd.DataFrame, spec, path: str) -> Part:
-    n = len(frame)
-
-    def num(col):
-        return pd.to_numeric(frame[col], errors="coerce").to_numpy(float) if col in frame else np.full(n, np.nan)
-
-    feasible = frame["infeasible_reason"].isna().to_numpy() if "infeasible_reason" in frame else np.ones(n, bool)
-    obj = np.column_stack([num(c) for c, _ in spec.objectives]) if spec.objectives else np.empty((n, 0))
-    return Part(path, frame["point"].to_numpy(np.int64), feasible, obj,
-                num(spec.compare) if spec.compare else None, tuple(frame.columns))
+def _keys(rows: rowset.Rows, spec, path: str) -> Part:
+    n = rowset.length(rows)
+    reason = rows.get("infeasible_reason")
+    feasible = rowset.missing(reason) if reason is not None else np.ones(n, bool)
+    obj = (np.column_stack([rowset.numeric(rows, c) for c, _ in spec.objectives]) if spec.objectives
+           else np.empty((n, 0)))
+    return Part(path, np.asarray(rows["point"], dtype=np.int64), feasible, obj,
+                rowset.numeric(rows, spec.compare) if spec.compare else None, tuple(rows))
 
 
-def save(frame: pd.DataFrame, spec, part_dir: str, start: int) -> Part | None:
+def save(rows: rowset.Rows, spec, part_dir: str, start: int) -> Part | None:
     """Write a chunk's rows into ``part_dir`` (Arrow IPC, ``partfile.py``); None for a chunk without rows."""
-    if not len(frame):
+    if not rowset.length(rows):
         return None
     path = os.path.join(part_dir, f"part-{start:013d}.arrow")
-    partfile.write(frame, path)
-    return _keys(frame, spec, path)
+    partfile.write(rows, path)
+    return _keys(rows, spec, path)
 
 
 def evaluate_part(spec, preset_dirs, start: int, stop: int, front_only: bool, part_dir: str | None):
     """A worker's task: the chunk's ``Part`` (``part_dir`` given: a disk the main process shares) or its
     rows (a remote worker; the main process saves them)."""
-    frame = sw.evaluate_range(spec, preset_dirs, start, stop, front_only)
-    return frame if part_dir is None else save(frame, spec, part_dir, start)
+    rows = sw.range_rows(spec, preset_dirs, start, stop, front_only)
+    return rows if part_dir is None else save(rows, spec, part_dir, start)
 
 
 def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool = False, progress=None,
@@ -73,21 +70,37 @@ def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool =
     from joblib import Parallel, delayed, effective_n_jobs
 
     spans = sw.tasks(spec)
-    tasks = (delayed(evaluate_part)(spec, preset_dirs, a, b, front_only, None if remote else part_dir)
+    # a front's few rows come back to this process and go to one part file (not one file per chunk)
+    held = remote or (front_only and bool(spec.objectives))
+    tasks = (delayed(evaluate_part)(spec, preset_dirs, a, b, front_only, None if held else part_dir)
              for a, b in spans)
-    parts = []
+    parts, fronts = [], []
     # consecutive tasks (the same groups: their presets, splits and collectives cached) go to one worker in
     # batches, a quarter of each worker's share at a time, so that workers do not both warm every group;
     # remote workers return their rows, which this process holds until saved: one task at a time there
     batch = 1 if remote else max(1, len(spans) // (4 * effective_n_jobs(jobs)))
     runner = Parallel(n_jobs=jobs, return_as="generator", batch_size=batch)
     for (a, _), out in zip(spans, runner(tasks), strict=True):
-        part = save(out, spec, part_dir, a) if remote else out
-        if part is not None:
-            parts.append(part)
+        if front_only and held:
+            fronts.append(out)
+            if len(fronts) > 64:  # the union of fronts, cut to its own front now and then: bounded memory
+                fronts = [_front(fronts, spec)]
+        else:
+            part = save(out, spec, part_dir, a) if remote else out
+            if part is not None:
+                parts.append(part)
         if progress:
             progress()
+    if fronts:
+        part = save(_front(fronts, spec), spec, part_dir, 0)
+        parts += [part] if part is not None else []
     return gather(parts)
+
+
+def _front(fronts: list, spec) -> rowset.Rows:
+    """The chunks' fronts as one set of rows (point order), cut to their own front."""
+    rows = rowset.in_point_order(rowset.concat(fronts))
+    return rowset.take(rows, sw.on_front(rows, spec.objectives)) if rowset.length(rows) else rows
 
 
 @dataclass(frozen=True)

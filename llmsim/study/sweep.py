@@ -13,14 +13,22 @@ from llmsim.study.columns import axis_columns, axis_paths, record_names
 
 def evaluate_range(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, stop: int, front_only: bool = False):
     """Rows (a DataFrame, in point order) of the points at positions ``start`` .. ``stop - 1`` of the
-    group-major order: a worker's task (``tasks``, evaluate.py). With
-    ``front_only`` only the chunk's Pareto front is returned: a point on the sweep's front is on its
-    chunk's front, so the reduction loses nothing and keeps the workers' results small."""
-    from llmsim.study.evaluate import evaluate_chunk
+    group-major order: a worker's task (``tasks``, evaluate.py); ``range_rows`` as a pandas frame."""
+    from llmsim.study import rowset
 
-    rows = evaluate_chunk(spec, preset_dirs, start, stop)
-    if front_only and spec.objectives and len(rows):
-        rows = rows[on_front(rows, spec.objectives)].sort_values("point", ignore_index=True)
+    return rowset.to_pandas(range_rows(spec, preset_dirs, start, stop, front_only))
+
+
+def range_rows(spec: SweepSpec, preset_dirs: tuple[str, ...], start: int, stop: int, front_only: bool = False):
+    """``evaluate_range``'s rows as columns (``rowset.Rows``). With ``front_only`` only the chunk's Pareto
+    front is returned: a point on the sweep's front is on its chunk's front (and on its group's, where
+    the groups are first cut down), so the reduction loses nothing and keeps the workers' results small."""
+    from llmsim.study import rowset
+    from llmsim.study.evaluate import chunk_rows
+
+    rows = chunk_rows(spec, preset_dirs, start, stop, front=front_only)
+    if front_only and spec.objectives and rowset.length(rows):
+        rows = rowset.take(rows, on_front(rows, spec.objectives))
     return rows
 
 
@@ -49,20 +57,19 @@ def run(spec: SweepSpec, preset_dirs: tuple[str, ...], jobs: int = 1, chunk: int
     """All kept rows (a DataFrame in point order), task by task over ``jobs`` joblib workers (the
     active joblib backend; this process alone under ``IN_PROCESS`` points); each worker expands its own
     index range from the spec (``front_only``: and returns only its chunk's Pareto front)."""
-    import pandas as pd
     from joblib import Parallel, delayed
 
+    from llmsim.study import rowset
+
     parts = tasks(spec, chunk)
-    todo = (delayed(evaluate_range)(spec, preset_dirs, a, b, front_only) for a, b in parts)
+    todo = (delayed(range_rows)(spec, preset_dirs, a, b, front_only) for a, b in parts)
     out = []
-    for frame in Parallel(n_jobs=jobs_for(spec.size, jobs), return_as="generator")(todo):
-        if len(frame):
-            out.append(frame)
+    for rows in Parallel(n_jobs=jobs_for(spec.size, jobs), return_as="generator")(todo):
+        if rowset.length(rows):
+            out.append(rows)
         if progress:
             progress(len(parts))
-    if not out:
-        return pd.DataFrame()
-    return pd.concat(out, ignore_index=True).sort_values("point", kind="stable", ignore_index=True)
+    return rowset.to_pandas(rowset.in_point_order(rowset.concat(out)))
 
 
 def rank_order(values, feasible, maximize: list[bool]):
@@ -122,9 +129,17 @@ def rank(rows, objectives: tuple[tuple[str, bool], ...]):
 
 
 def _objective_values(rows, objectives):
-    """(feasible mask, rows x objectives values) of a frame of rows."""
+    """(feasible mask, rows x objectives values) of rows (a frame, or ``rowset.Rows``)."""
     import numpy as np
 
+    from llmsim.study import rowset
+
+    if isinstance(rows, dict):
+        n = rowset.length(rows)
+        reason = rows.get("infeasible_reason")
+        feasible = rowset.missing(reason) if reason is not None else np.ones(n, bool)
+        check_objectives(list(rows), objectives)
+        return feasible, np.column_stack([rowset.numeric(rows, c) for c, _ in objectives])
     feasible = rows["infeasible_reason"].isna().to_numpy() if "infeasible_reason" in rows else np.ones(len(rows), bool)
     check_objectives(list(rows.columns), objectives)
     return feasible, np.column_stack([_numeric(rows, c) for c, _ in objectives])
@@ -139,7 +154,7 @@ def on_front(rows, objectives: tuple[tuple[str, bool], ...]):
 
     feasible, vals = _objective_values(rows, objectives)
     good = np.flatnonzero(feasible)
-    mask = np.zeros(len(rows), dtype=bool)
+    mask = np.zeros(len(feasible), dtype=bool)
     mask[good] = pareto_rank(vals[good], [m for _, m in objectives]) == 0
     return mask
 

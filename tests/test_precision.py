@@ -76,7 +76,41 @@ def test_an_fp4_or_fp8_model_keeps_a_16_bit_kv_cache_unless_told(registry):
      "training takes one precision"),
     ("workload: {mode: inference, precision: native, batch_size: 1, input_len: 8, output_len: 8}",
      "has no published precision"),
+    # a dense model has no experts to store narrower; a misspelt key of the mapping is named, not a list of names
+    (("workload: {mode: inference, precision: {activations: bf16, experts: fp8}, batch_size: 1, input_len: 8, "
+      "output_len: 8}"), "workload.precision.experts: model 'llama3-8b' has no experts"),
+    (("workload: {mode: inference, precision: {activations: bf16, wights: fp8}, batch_size: 1, input_len: 8, "
+      "output_len: 8}"), "workload.precision.wights: unknown key 'wights'; allowed keys: activations, weights"),
 ])
 def test_precision_mappings_that_no_engine_runs_are_refused(tmp_path, text, key):
     assert_spec_error(tmp_path, "model: llama3-8b\nsystem: {accelerator: h100-sxm, num_devices: 8, network: dgx-h100}\n"
                       "parallel: {tp: 8, pp: 1}\n" + text + "\n", key)
+
+
+def test_one_component_set_over_a_precision_name_keeps_the_name_for_the_rest(registry):
+    # workload.precision: bf16, then --set workload.precision.experts=mxfp4 (or a sweep's grid key
+    # workload.precision.experts): bf16 throughout but the experts, as {activations: bf16, experts: mxfp4}
+    sc = _load(registry, "system.accelerator=h100-sxm", "system.network=dgx-h100", "workload.precision=bf16",
+               "workload.precision.experts=mxfp4")
+    w = sc.workload
+    assert (w.precision, w.weights, w.experts, w.kv_cache) == ("bf16", "bf16", "mxfp4", "bf16")
+    with pytest.raises(Exception, match="'workload.precision' is 'native', not a mapping"):
+        _load(registry, "system.accelerator=h100-sxm", "system.network=dgx-h100", "workload.precision=native",
+              "workload.precision.experts=mxfp4")
+
+
+def test_a_sweep_over_the_experts_precision_runs(tmp_path, registry):
+    # a grid key under a precision name: each point is that name with its experts' precision (was: every
+    # point infeasible, "not a mapping", and an empty file with exit 0). gpt-oss-120b on one H100 (80 GB):
+    # MXFP4 experts, 65.2 GB of weights, fit; FP8 experts, 114.7e9 x 1 B alone, do not
+    from llmsim.spec.sweep import load_sweep
+    from llmsim.study.sweep import run
+
+    path = tmp_path / "s.yaml"
+    path.write_text("base:\n  model: gpt-oss-120b\n  system: {accelerator: h100-sxm, num_devices: 1, network: dgx-h100}\n"
+                    "  parallel: {tp: 1, pp: 1}\n  workload: {mode: inference, precision: bf16, batch_size: 1, "
+                    "input_len: 1024, output_len: 1024}\ngrid:\n  workload.precision.experts: [mxfp4, fp8]\nkeep: all\n")
+    rows = run(load_sweep(path), ())
+    assert rows["precision"].tolist() == ["bf16, experts mxfp4", "bf16, experts fp8"]
+    assert rows["infeasible_reason"].tolist()[0] is None or rows["infeasible_reason"].isna().tolist()[0]
+    assert rows["infeasible_reason"].tolist()[1] == "does not fit in memory"

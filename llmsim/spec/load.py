@@ -34,6 +34,7 @@ PRESET_SLOTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("system", "network"), "networks"),
     (("serving", "speculative", "draft_model"), "models"),
 )
+PRECISION_PATH = ("workload", "precision")  # a name or a mapping {activations, weights, experts, kv_cache}
 
 
 def override_label(override: Override) -> tuple[str, str]:
@@ -82,9 +83,13 @@ def apply_overrides(data: dict, overrides: list[tuple[tuple[str, ...], Any]], re
             slot_kind = dict(PRESET_SLOTS).get(parts[: i + 1])
             if isinstance(child, str) and slot_kind:
                 child = registry.get(slot_kind, child).model_dump(exclude_none=True)
+            elif isinstance(child, str) and parts[: i + 1] == PRECISION_PATH and child != "native":
+                child = {"activations": child}  # one name is that precision throughout: its mapping's form
             if not isinstance(child, dict):
                 if child is not None:
-                    raise SpecError(f"--set {'.'.join(parts)}: '{'.'.join(parts[:i + 1])}' is not a mapping")
+                    raise SpecError(f"{'.'.join(parts)}: '{'.'.join(parts[:i + 1])}' is {child!r}, not a mapping"
+                                    + (" (the model's published precision: give the mapping instead)"
+                                       if child == "native" else ""))
                 child = {}
             node[part] = child
             node = child

@@ -251,11 +251,17 @@ class ScenarioSpec(Strict):
                              "(its bytes overflow 64-bit integers)")
         if getattr(acc.peak_tflops, prec) is None:
             have = [p for p in ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4") if getattr(acc.peak_tflops, p)]
-            key = "workload.precision" if isinstance(w.precision, str) and w.precision != "native" else (
-                "workload.precision.activations")
-            raise ValueError(f"{key} {prec} is not supported by accelerator '{acc.name}'; allowed: "
-                             f"{', '.join(have)}; narrower weights run weight-only, e.g. workload.precision: "
-                             f"{{activations: bf16, weights: {prec}}}")
+            if w.precision == "native":
+                what = (f"workload.precision native: model '{self.model.name}' is published in {prec}, which "
+                        f"accelerator '{acc.name}' does not support")
+            else:
+                key = "workload.precision" if isinstance(w.precision, str) else "workload.precision.activations"
+                what = f"{key} {prec} is not supported by accelerator '{acc.name}'"
+            raise ValueError(f"{what}; allowed: {', '.join(have)}; narrower weights run weight-only, e.g. "
+                             f"workload.precision: {{activations: bf16, weights: {prec}}}")
+        if not isinstance(w.precision, str) and w.precision.experts is not None and self.model.moe is None:
+            raise ValueError(f"workload.precision.experts: model '{self.model.name}' has no experts; the weights of "
+                             "a dense model are workload.precision.weights")
         if not precision.uniform and w.mode == "training":
             raise ValueError("workload.precision: weights or experts narrower than the activations are modelled "
                              "for inference and serving; training takes one precision (bf16, fp8, ...)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from typing import Any
@@ -29,12 +30,18 @@ def validate(cls: type[BaseModel], data: Any, doc: Document, prefix: tuple = ())
 
 def to_spec_error(err: ValidationError, cls: type[BaseModel], doc: Document, prefix: tuple = ()) -> SpecError:
     errors = [{**e, "loc": tuple(p for p in e["loc"] if p not in UNION_TAGS)} for e in err.errors(include_url=False)]
+    # a mapping given where a name or a mapping is allowed (workload.precision): the mapping's own complaint,
+    # which names its key (a model branch's tag, then the key), not "should be 'bf16' or ..."
+    inner = [{**e, "loc": e["loc"][:i] + e["loc"][i + 1:]} for e in errors
+             for i in [_model_branch(e["loc"])] if i is not None and len(e["loc"]) > i + 1]
+    errors = inner or errors
     first = errors[0]
     branch = _union_branch(first["loc"])
     if branch is not None:  # a value of a union (a number or "auto"): every alternative's complaint, once
         base = tuple(first["loc"])[:branch]
         alts = [e for e in errors if tuple(e["loc"])[:branch] == base and len(e["loc"]) == branch + 1]
-        msg = " or ".join(dict.fromkeys(e["msg"].removeprefix("Input ") for e in alts))
+        msg = " or ".join(dict.fromkeys(re.sub(r"should be a valid dictionary or instance of \w+", "should be a mapping",
+                                               e["msg"].removeprefix("Input ")) for e in alts))
         loc = prefix + base
         return SpecError(f"should be {msg.removeprefix('should be ').replace(' or should be ', ' or ')} "
                          f"(got {_short(first.get('input'))})", file=doc.source, line=doc.line_of(loc),
@@ -53,6 +60,15 @@ def to_spec_error(err: ValidationError, cls: type[BaseModel], doc: Document, pre
     else:
         msg = f"{first['msg']} (got {_short(first.get('input'))})"
     return SpecError(msg, file=doc.source, line=line, path=path)
+
+
+def _model_branch(loc) -> int | None:
+    """Index of a union branch that is a model (pydantic tags it with the class, e.g.
+    "function-after[_check(), PrecisionSpec]"), None when there is none."""
+    for i, part in enumerate(loc):
+        if isinstance(part, str) and part.endswith(("Spec]]", "Spec]")) and "[" in part:
+            return i
+    return None
 
 
 def _union_branch(loc) -> int | None:

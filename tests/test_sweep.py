@@ -360,3 +360,48 @@ def test_constraints_compare_text_columns_whatever_the_group_size(tmp_path):
     assert len(rows) == 32 and set(rows["accelerator"]) == {"h100-sxm", "a100-sxm-80gb"}
     path.write_text(SPEC.replace('  - "tp * pp <= 16"', '  - "model == accelerator"'))
     assert len(run(load_sweep(path), (), 1)) == 0
+
+
+@pytest.mark.parametrize("extra", ["compare: tokens_per_s\n", "keep: all\n"])
+def test_one_pass_csv_is_the_streamed_csv(spec_file, tmp_path, monkeypatch, extra):
+    # the CSV of a sweep that fits in memory is written in one pass (sweep_writer.write_csv) and must be the
+    # bytes the group-by-group render and line merge write (sweep_writer.text), here over 4 render groups;
+    # keep: all gives parts where a column is all missing (no type) beside parts where it has one
+    import llmsim.study.stream as ss
+    import llmsim.study.sweep as sw
+    from llmsim.output import sweep_writer
+
+    spec_file.write_text(SPEC + extra)
+    sp = load_sweep(spec_file)
+    monkeypatch.setattr(sw, "CHUNK", 5)
+    monkeypatch.setattr(ss, "MAX_RUNS", 4)
+    plan = ss.plan(sp, ss.evaluate(sp, (), str(tmp_path), 1), False, None)
+    streamed = "".join(sweep_writer.text(plan, "csv", str(tmp_path), 1))
+    out = tmp_path / "out.csv"
+    assert sweep_writer.write_csv(plan, out) and len(plan.groups) >= 2
+    assert out.read_text() == streamed
+
+
+def test_workers_beside_this_process_give_the_rows_one_process_gives(spec_file, tmp_path, monkeypatch):
+    # --jobs 2: this process and one worker share the tasks (stream._local: the worker from the front, this
+    # process from the back); the keys must be those of one process, in the same (task) order
+    import llmsim.study.stream as ss
+    import llmsim.study.sweep as sw
+
+    sp = load_sweep(spec_file)
+    monkeypatch.setattr(sw, "CHUNK", 5)
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = ss.evaluate(sp, (), str(tmp_path / "one"), 1)
+    two = ss.evaluate(sp, (), str(tmp_path / "two"), 2)
+    assert len(sw.tasks(sp)) >= 6 and len(two) == len(one)
+    assert two.points.tolist() == one.points.tolist()
+    np.testing.assert_array_equal(two.objectives, one.objectives)
+    np.testing.assert_array_equal(two.feasible, one.feasible)
+    # then the JSON writer's joblib workers start (joblib cannot take over the executor the tasks ran on)
+    from llmsim.output import sweep_writer
+
+    monkeypatch.setattr(ss, "MAX_RUNS", 4)
+    plan = ss.plan(sp, two, False, None)
+    assert len(plan.groups) >= 2 and len("".join(sweep_writer.text(plan, "jsonl", str(tmp_path / "two"), 2))
+                                          .splitlines()) == plan.rows

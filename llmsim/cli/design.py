@@ -31,7 +31,8 @@ def sweep_cmd(
     ctx: typer.Context,
     spec: Path = typer.Argument(..., help="Sweep spec YAML (base, grid, zip, constraints, objectives, keep)."),
     output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE (.csv, .json, .jsonl: one JSON object a line, or .parquet), atomically."),
-    jobs: int = typer.Option(-1, "--jobs", help="Worker processes (-1: all cores)."),
+    jobs: int = typer.Option(-1, "--jobs", help="Processes evaluating points, this one and N-1 workers (-1: all "
+                             "cores; with --backend dask: the cluster's workers)."),
     top: int | None = typer.Option(None, "--top", min=1, help="Keep the best K rows."),
     pareto_only: bool = typer.Option(False, "--pareto-only", help="Keep only the Pareto-optimal rows (rank 0)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -105,6 +106,8 @@ def _run(sp, dirs, tmp, jobs, pareto_only, top, remote, scheduler, fmt, output, 
     del keys  # the plan holds 4 bytes a written row (its position) and 2 (its group): the keys go
     if fmt == "parquet":
         write_parquet(output, out.collect(plan))
+    elif fmt == "csv" and output is not None and out.write_csv(plan, output):
+        pass  # in one pass: the rows fit in memory
     else:
         pieces = out.text(plan, fmt, tmp, jobs, bar("writing", len(plan.groups)))
         if output is None:

@@ -61,6 +61,61 @@ def collect(p: Plan) -> pl.DataFrame:
     return pl.concat(frames, how="diagonal_relaxed")[np.argsort(pos)]
 
 
+IN_MEMORY_CELLS = 1 << 25  # a CSV of at most this many cells (rows x columns; ~270 MB as numbers) is written in one pass
+
+
+def write_csv(p: Plan, path) -> bool:
+    """The CSV of a sweep whose kept rows fit in memory (``IN_MEMORY_CELLS``), atomically at ``path``, in
+    one pass: every part's kept rows joined, put in output order by one gather and written by polars'
+    writer (not rendered group by group into files and merged line by line). The bytes are ``text``'s;
+    False (nothing written) where they might not be: parts whose columns differ in name or in type other
+    than all-missing (``text`` joins each group on its own), or a column of whole numbers in one render group
+    and fractions in another (``tidy`` writes each group's integers its own way)."""
+    from llmsim.atomic import atomic_file
+
+    if not p.columns or not p.rows or p.rows * len(p.columns) > IN_MEMORY_CELLS:
+        return False
+    frames, groups = [], []
+    for g in range(len(p.groups)):
+        for path_, rows, pos, extra in p.items(g):
+            part = partfile.read(path_)
+            part = part if len(rows) == part.height else part[rows]
+            frames.append(part.with_columns(*_extra(extra), pl.Series("_position", pos)))
+            groups.append(g)
+    types = {}  # a column all missing in a part has no type there (Null): it takes the others'
+    for f in frames:
+        for name, dtype in f.schema.items():
+            if dtype != pl.Null and types.setdefault(name, dtype) != dtype:
+                return False
+    if not frames or any(f.columns != frames[0].columns for f in frames[1:]):
+        return False
+    frames = [f.with_columns([pl.col(c).cast(types[c]) for c, t in f.schema.items() if t == pl.Null and c in types])
+              for f in frames]
+    floats = [c for c in INT_COLUMNS if c in types and types[c].is_float()]
+    for c in floats:  # whole in some render groups and not in others: text would spell them two ways
+        whole = {}
+        for g, f in zip(groups, frames, strict=True):
+            col = f[c].drop_nulls()
+            whole[g] = whole.get(g, True) and bool((col % 1 == 0).all())
+        if len(set(whole.values())) > 1:
+            return False
+    frame = pl.concat(frames, how="vertical", rechunk=False)
+    order = np.argsort(frame["_position"].to_numpy(), kind="stable")
+    frame = tidy(frame, p.columns)  # integers decided over every row, as each render group decided them
+    with atomic_file(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(_header(p.columns).encode("utf-8"))
+        for at in range(0, len(order), BLOCK_ROWS):  # in output order a block at a time: no sorted copy
+            frame[order[at:at + BLOCK_ROWS]].write_csv(fh, include_header=False, line_terminator="\n")
+    return True
+
+
+BLOCK_ROWS = 1 << 16  # rows gathered and written at once by write_csv
+
+
+def _header(columns: list[str]) -> str:
+    return pd.DataFrame(columns=columns).to_csv(index=False, lineterminator="\n")
+
+
 def lines(frame: pl.DataFrame, fmt: str) -> str:
     """One line per row, no header: CSV (polars' writer), or one JSON object per line (values as
     ``llmsim estimate``'s)."""
@@ -109,7 +164,7 @@ def text(p: Plan, fmt: str, part_dir: str, jobs: int = 1, progress=None) -> Iter
             progress()
     if fmt in ("csv", "jsonl"):
         if p.columns and fmt == "csv":
-            yield pd.DataFrame(columns=p.columns).to_csv(index=False, lineterminator="\n")
+            yield _header(p.columns)
         for block in _merge(paths, p.source):
             yield "".join(block)
         return

@@ -65,22 +65,16 @@ def evaluate_part(spec, preset_dirs, start: int, stop: int, front_only: bool, pa
 
 def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool = False, progress=None,
              remote: bool = False) -> Keys:
-    """Every chunk through the active joblib backend, in point order; ``remote``: the workers do not
-    share this machine's disk (Dask), so they return rows and this process writes the parts."""
-    from joblib import Parallel, delayed, effective_n_jobs
-
+    """Every chunk, in point order: in this process and ``jobs - 1`` worker processes beside it (``local``),
+    or through the active joblib backend when ``remote`` (Dask: the workers do not share this machine's
+    disk, so they return rows and this process writes the parts)."""
     spans = sw.tasks(spec)
     # a front's few rows come back to this process and go to one part file (not one file per chunk)
     held = remote or (front_only and bool(spec.objectives))
-    tasks = (delayed(evaluate_part)(spec, preset_dirs, a, b, front_only, None if held else part_dir)
-             for a, b in spans)
+    run = _remote if remote else _local
     parts, fronts = [], []
-    # consecutive tasks (the same groups: their presets, splits and collectives cached) go to one worker in
-    # batches, a quarter of each worker's share at a time, so that workers do not both warm every group;
-    # remote workers return their rows, which this process holds until saved: one task at a time there
-    batch = 1 if remote else max(1, len(spans) // (4 * effective_n_jobs(jobs)))
-    runner = Parallel(n_jobs=jobs, return_as="generator", batch_size=batch)
-    for (a, _), out in zip(spans, runner(tasks), strict=True):
+    for (a, _), out in zip(spans, run(spans, jobs, spec, preset_dirs, front_only, None if held else part_dir),
+                           strict=True):
         if front_only and held:
             fronts.append(out)
             if len(fronts) > 64:  # the union of fronts, cut to its own front now and then: bounded memory
@@ -95,6 +89,66 @@ def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool =
         part = save(_front(fronts, spec), spec, part_dir, 0)
         parts += [part] if part is not None else []
     return gather(parts)
+
+
+def _remote(spans, jobs, *args):
+    """The tasks' results in order, through the active joblib backend (Dask), one task at a time: remote
+    workers return their rows, which this process holds until saved."""
+    from joblib import Parallel, delayed
+
+    return Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
+        delayed(evaluate_part)(args[0], args[1], a, b, *args[2:]) for a, b in spans)
+
+
+WINDOW = 2  # tasks queued per worker process: one running, one ready
+
+
+def _local(spans, jobs, spec, preset_dirs, front_only, part_dir):
+    """The tasks' results in order, evaluated by this process and ``jobs - 1`` worker processes (loky's
+    reusable executor): the workers take tasks from the front, this process from the back, so each runs
+    consecutive tasks (the same groups: presets, splits and collectives cached once) and this process,
+    which has imported and warmed everything already, works instead of waiting (one worker fewer to start,
+    import and warm than ``jobs`` workers)."""
+    from collections import deque
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    from joblib import effective_n_jobs
+
+    def task(i):
+        return spans[i][0], spans[i][1]
+
+    n = effective_n_jobs(jobs) - 1
+    todo, done, at = deque(range(len(spans))), {}, 0
+    if n < 1 or len(spans) < 2:
+        for i in todo:
+            yield evaluate_part(spec, preset_dirs, *task(i), front_only, part_dir)
+        return
+    from joblib.externals.loky import get_reusable_executor
+
+    pool = get_reusable_executor(max_workers=n)
+    running: dict = {}
+    try:
+        while todo or running:
+            while todo and len(running) < WINDOW * n:
+                i = todo.popleft()
+                running[pool.submit(evaluate_part, spec, preset_dirs, *task(i), front_only, part_dir)] = i
+            if todo:
+                i = todo.pop()
+                done[i] = evaluate_part(spec, preset_dirs, *task(i), front_only, part_dir)
+            else:
+                wait(running, return_when=FIRST_COMPLETED)
+            for future in [f for f in running if f.done()]:
+                done[running.pop(future)] = future.result()
+            while at in done:  # in order, as soon as the next one is there
+                yield done.pop(at)
+                at += 1
+    except BaseException:
+        for future in running:
+            future.cancel()
+        pool.shutdown(wait=True, kill_workers=True)  # no worker left writing into a removed directory
+        raise
+    # joblib (the text writer's workers) cannot take over an executor it did not make: this one goes
+    pool.shutdown(wait=True)
 
 
 def _front(fronts: list, spec) -> rowset.Rows:

@@ -234,3 +234,27 @@ def test_short_outputs_keep_a_positive_first_token_time(registry, osl, conc):
     c = _columns(sc, [conc])
     ttft, e2e = float(c["ttft_s"][0]), float(c["e2e_latency_s"][0])
     assert 0 < ttft <= e2e
+
+
+def test_without_chunked_prefill_the_experts_read_are_those_of_whole_prompts(registry, monkeypatch):
+    # TensorRT-LLM's profile (enable_chunked_prefill False) admits a prompt only whole: a step that holds
+    # another request's prompt holds all of it, so the experts a MoE step reads are counted at decode tokens
+    # plus a whole prompt (8,150 tokens here), never at a chunk cut to what the budget leaves beside the
+    # decodes (8,192 - (1 + d_o) < 8,150 once 42 others decode), which the chunked engines do
+    import llmsim.engine.serving as srv
+
+    seen = []
+    real = srv.step_time
+
+    def spy(*args, chunk=None, **kw):
+        if chunk is not None:
+            seen.append(np.asarray(chunk, dtype=float).copy())
+        return real(*args, chunk=chunk, **kw)
+
+    monkeypatch.setattr(srv, "step_time", spy)
+    for engine, whole in (("tensorrt-llm", True), ("vllm", False)):
+        seen.clear()
+        sc = _scenario(registry, model="mixtral-8x7b", devices=2, tp=2, isl=8150, osl=256, conc=64,
+                       extra=(f"serving.engine={engine}", "workload.precision=fp8", "serving.max_batch_tokens=8192"))
+        _columns(sc, np.array([64.0]))
+        assert seen and all(np.all(c == 8150.0) for c in seen) == whole, (engine, seen[-1])

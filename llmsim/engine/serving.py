@@ -261,8 +261,10 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         # requests per second times I' tokens times the step t (a decode step's, or a prefill step's)
         d_o = (run - 1) * frac
         c_o = d_o * prompt * e / np.maximum(osl - 1, 1)
-        # the others' prompts come a chunk at a time (a whole prompt when it fits the step's budget)
-        chunk = np.minimum(prompt, np.maximum(budget - (1 + d_o) * q, 1.0))
+        # the others' prompts come a chunk at a time (a whole prompt when it fits the step's budget), or
+        # whole without chunked prefill (the engine admits a prompt only with room for all of it)
+        chunk = (np.minimum(prompt, np.maximum(budget - (1 + d_o) * q, 1.0)) if s.chunked_prefill
+                 else prompt + 0.0 * d_o)
         step = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys, chunk=chunk)
         tpot = step / e
         if s.chunked_prefill:  # its prompt in w chunks

@@ -126,3 +126,12 @@ def test_cost_cli_volume():
     assert row["nre_usd"] == pytest.approx(1128.0, abs=0.1) and row["volume"] == 1e6
     r = run_cli("cost", "h100-sxm", "--volume", "0")
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_graphics_memory_is_priced_on_the_board_not_on_an_interposer():
+    # L40S: 48 GB of GDDR6 at $3.4/GB (DRAMeXchange spot, presets/technology/memory.yaml) = $163.20, on an
+    # organic package (no interposer, no stacks to bond); it was costed at $0 as a part without HBM stacks
+    from llmsim.spec.presets import PresetRegistry
+
+    out = accelerator_cost(PresetRegistry([]).get("accelerators", "l40s"))
+    assert out["hbm_usd"] == pytest.approx(48 * 3.4) and out["package"] == "organic"

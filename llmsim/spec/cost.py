@@ -61,13 +61,14 @@ def accelerator_cost(a: AcceleratorSpec, model: str = "negative-binomial", volum
     stacks = a.hbm_stacks or 0
     mem = technology("memory")
     gen = a.hbm_generation
-    if stacks and gen not in mem:
+    board = str(gen).upper().startswith("GDDR")  # graphics DRAM: chips on the board, priced, not packaged
+    if (stacks or board) and gen not in mem:
         raise SpecError(f"accelerator {a.name}: hbm_generation {gen!r} has no cost entry; known: {', '.join(mem)}")
-    hbm = mem[gen] if stacks else {"usd_per_gb": 0.0, "footprint_mm2": 0.0}
+    hbm = mem[gen] if stacks or board else {"usd_per_gb": 0.0, "footprint_mm2": 0.0}
     kind = a.package or ("cowos-s" if stacks else "organic")
     pkg = Package(**technology("packaging")[kind])
     try:
-        out = device_cost(dies, stacks, hbm["footprint_mm2"], a.hbm_capacity_gb if stacks else 0.0,
+        out = device_cost(dies, stacks, hbm["footprint_mm2"], a.hbm_capacity_gb if stacks or board else 0.0,
                           hbm["usd_per_gb"], pkg, model, a.hbm_sites, volume)
     except (ZeroDivisionError, OverflowError):  # a package so large that not one in 1e308 is good
         raise SpecError(f"accelerator '{a.name}': its dies and package are too large to make (yield 0)") from None

@@ -29,10 +29,9 @@ from llmsim.spec.presets import PresetRegistry
 from llmsim.study import records as est
 
 RECORDS = Path(__file__).resolve().parent.parent / "docs" / "research" / "serving_records_2026.yaml"
-# record's accelerator -> (accelerator preset, network preset); MI325X has no network preset of its own:
-# the MI300X platform's (the same 8-GPU Infinity Fabric board)
+# record's accelerator -> (accelerator preset, network preset)
 HARDWARE = {"H100": ("h100-sxm", "dgx-h100"), "H200": ("h200-sxm", "dgx-h200"), "B200": ("b200", "dgx-b200"),
-            "GB200": ("gb200", "gb200-nvl72"), "MI300X": ("mi300x", "mi300x-8"), "MI325X": ("mi325x", "mi300x-8"),
+            "GB200": ("gb200", "gb200-nvl72"), "MI300X": ("mi300x", "mi300x-8"), "MI325X": ("mi325x", "mi325x-8"),
             "MI355X": ("mi355x", "mi355x-8")}
 # substring of the record's model id (lower case) -> model preset, first match
 MODELS = [("deepseek-r1", "deepseek-r1"), ("deepseek-v3", "deepseek-v3"), ("gpt-oss-120b", "gpt-oss-120b"),

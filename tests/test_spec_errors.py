@@ -188,3 +188,16 @@ def test_union_values_and_calibrate_output_are_one_line_errors(args, message):
     res = run_cli(*args)
     assert res.returncode == 2 and message in res.stderr and "constrained-int" not in res.stderr
     assert res.stderr.strip().count("\n") <= 1 and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(("argv", "label"), [
+    # a check across keys has no path of its own; its message opens with the key, which a flag set
+    (["estimate", "--precision", "fp4", "--accelerator", "h100-sxm"], "--precision fp4: workload.precision fp4"),
+    (["estimate", "--mode", "serving", "--model", "llama3-8b", "--devices", "1", "--tp", "1", "--pp", "1",
+      "--input-len", "8", "--output-len", "8", "--set", "workload.concurrency=1", "--set",
+      "workload.precision.experts=fp8"], "--set workload.precision.experts=fp8: workload.precision.experts"),
+])
+def test_a_check_across_keys_names_the_flag_not_the_bundled_scenario(argv, label):
+    r = run_cli(*argv)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and label in r.stderr, r.stderr
+    assert "default.yaml" not in r.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,13 +66,19 @@ def parse_override(override: Override) -> tuple[tuple[str, ...], Any]:
 def blame_override(err: SpecError, overrides: list[Override], source: str | None) -> SpecError:
     """``err`` naming the override that set the key at fault (``--set parallel.tp=nan: ...``) instead of
     the scenario file ``source``, which did not hold the value; ``err`` itself otherwise."""
-    if err.file not in (None, source) or not err.path:
+    # a check across keys (ScenarioSpec._check) has no path of its own; its message opens with the key it
+    # is about ("workload.precision fp4 is not supported by ...")
+    path = err.path or (_LEADING_KEY.match(err.message or "") or [None, None])[1]
+    if err.file not in (None, source) or not path:
         return err
     for override in reversed(overrides):  # the last override of a key wins
         label, key = override_label(override)
-        if err.path == key or err.path.startswith(key + ".") or key.startswith(err.path + "."):
+        if path == key or path.startswith(key + ".") or key.startswith(path + "."):
             return SpecError(err.message, file=label, path=err.path)
     return err
+
+
+_LEADING_KEY = re.compile(r"([a-z_]+(?:\.[a-z_]+)+)[ :]")
 
 
 def apply_overrides(data: dict, overrides: list[tuple[tuple[str, ...], Any]], registry: PresetRegistry) -> None:

@@ -405,3 +405,39 @@ def test_workers_beside_this_process_give_the_rows_one_process_gives(spec_file, 
     plan = ss.plan(sp, two, False, None)
     assert len(plan.groups) >= 2 and len("".join(sweep_writer.text(plan, "jsonl", str(tmp_path / "two"), 2))
                                           .splitlines()) == plan.rows
+
+
+@pytest.mark.parametrize(("study", "extra"), [
+    ("sweeps/serving-cost-vs-latency.yaml", None),  # a front of many rows within each group
+    ("sweeps/llama3-8b-splits.yaml", ("point", True)),  # an objective outside the engine's columns
+])
+def test_pareto_only_keeps_every_point_of_the_sweeps_front(study, extra, monkeypatch):
+    # --pareto-only cuts each group, then each chunk, to its front; the rows kept must be exactly the
+    # rank-0 rows of the whole sweep ranked at once (checked against the code before the group cut:
+    # serving-cost-vs-latency 12 rows; with maximize: point, llama3-8b-splits 35, where a cut that ignored
+    # point kept 6)
+    import dataclasses
+
+    import llmsim.study.sweep as sw
+
+    sp = load_sweep(study)
+    if extra is not None:
+        sp = dataclasses.replace(sp, objectives=(*sp.objectives, extra))
+    monkeypatch.setattr(sw, "CHUNK", 16)
+    whole = rank(run(sp, (), 1), sp.objectives)
+    front = set(whole.loc[whole["pareto_rank"] == 0, "point"])
+    reduced = run(sp, (), 1, front_only=True)
+    kept = set(reduced.loc[sw.on_front(reduced, sp.objectives), "point"])
+    assert len(front) == (12 if extra is None else 35) and kept == front
+
+
+def test_pareto_only_without_objectives_on_the_remote_path_keeps_every_row(spec_file, tmp_path):
+    # --backend dask --pareto-only with no objectives: nothing to rank, so every row is kept (as without
+    # --pareto-only); the remote path (workers hand back rows) crashed joining fronts that were never cut
+    import llmsim.study.stream as ss
+
+    spec_file.write_text(SPEC.split("objectives:")[0])
+    sp = load_sweep(spec_file)
+    assert not sp.objectives
+    keys = ss.evaluate(sp, (), str(tmp_path), 1, True, remote=True)
+    assert len(keys.points) == len(ss.evaluate(sp, (), str(tmp_path), 1, False).points) > 0

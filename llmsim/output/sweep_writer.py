@@ -6,6 +6,7 @@ time (``text``), or gathers the rows for Parquet (``collect``, written by polars
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
@@ -105,7 +106,10 @@ def write_csv(p: Plan, path) -> bool:
     with atomic_file(path) as tmp, open(tmp, "wb") as fh:
         fh.write(_header(p.columns).encode("utf-8"))
         for at in range(0, len(order), BLOCK_ROWS):  # in output order a block at a time: no sorted copy
-            frame[order[at:at + BLOCK_ROWS]].write_csv(fh, include_header=False, line_terminator="\n")
+            try:
+                frame[order[at:at + BLOCK_ROWS]].write_csv(fh, include_header=False, line_terminator="\n")
+            except OSError as err:  # polars' carries its message alone: give it as the reason (full disk)
+                raise (err if err.errno else OSError(errno.EIO, str(err))) from None
     return True
 
 

@@ -228,7 +228,7 @@ def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> l
         if ctx.spec.keep != "all":  # drop the rows that failed before building the frame, column by column
             kept = np.flatnonzero(pd.isna(good))
             if len(kept) and ctx.front:
-                kept = kept[_front(cols, kept, ctx.spec.objectives)]
+                kept = kept[_front(cols, kept, ctx.spec.objectives, ctx.axis_columns)]
             if len(kept) < len(good):
                 cols = {k: (v[kept] if np.ndim(v) else v) for k, v in cols.items()}
                 pts, good = pts[kept], good[kept]
@@ -239,12 +239,15 @@ def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> l
     return parts
 
 
-def _front(cols: dict, rows: np.ndarray, objectives) -> np.ndarray:
+def _front(cols: dict, rows: np.ndarray, objectives, constant) -> np.ndarray:
     """Mask over ``rows`` (positions in ``cols``) of the rows on their Pareto front by the objectives the
-    engine's columns hold (an objective that is a grid key's column is one value in a group: it ranks no
-    row of it above another)."""
+    engine's columns hold. An objective that is a grid key's column (``constant``: one value in a group)
+    ranks no row of the group above another; any other objective outside the engine's columns (``point``)
+    may: then no row is cut here (the chunk's front is taken later, on every column)."""
     from llmsim.study.pareto import pareto_rank
 
+    if any(c not in cols and c not in constant for c, _ in objectives):
+        return np.ones(len(rows), bool)
     held = [(c, m) for c, m in objectives if c in cols]
     if not held:
         return np.ones(len(rows), bool)

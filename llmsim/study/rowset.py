@@ -50,7 +50,7 @@ def concat(parts: list[Rows]) -> Rows:
     """The parts one after the other, as ``pandas.concat(ignore_index=True)`` joins their frames: a column
     whose pieces share a numpy dtype is concatenated as numpy; any other column (categoricals, mixed
     dtypes) or parts with different columns go through pandas, which decides its dtype as before."""
-    parts = [p for p in parts if length(p)]
+    parts = [p for p in parts if p]  # a part without rows still names its columns, as an empty frame did
     if len(parts) <= 1:
         return parts[0] if parts else {}
     names = list(parts[0])

@@ -75,7 +75,7 @@ def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool =
     parts, fronts = [], []
     for (a, _), out in zip(spans, run(spans, jobs, spec, preset_dirs, front_only, None if held else part_dir),
                            strict=True):
-        if front_only and held:
+        if front_only and spec.objectives:
             fronts.append(out)
             if len(fronts) > 64:  # the union of fronts, cut to its own front now and then: bounded memory
                 fronts = [_front(fronts, spec)]
@@ -117,7 +117,7 @@ def _local(spans, jobs, spec, preset_dirs, front_only, part_dir):
     def task(i):
         return spans[i][0], spans[i][1]
 
-    n = effective_n_jobs(jobs) - 1
+    n = min(effective_n_jobs(jobs), len(spans)) - 1  # no more workers than tasks beside this process
     todo, done, at = deque(range(len(spans))), {}, 0
     if n < 1 or len(spans) < 2:
         for i in todo:
@@ -125,7 +125,9 @@ def _local(spans, jobs, spec, preset_dirs, front_only, part_dir):
         return
     from joblib.externals.loky import get_reusable_executor
 
-    pool = get_reusable_executor(max_workers=n)
+    # one thread each for the numeric libraries of a worker, as joblib's workers get (no oversubscription)
+    pool = get_reusable_executor(max_workers=n, env={k: "1" for k in (
+        "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "POLARS_MAX_THREADS")})
     running: dict = {}
     try:
         while todo or running:

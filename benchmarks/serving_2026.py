@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from pathlib import Path
 
 import yaml
+from error_table import print_table
 
 from llmsim.engine.errors import DesignError
 from llmsim.spec.engines import ENGINES
@@ -119,20 +119,8 @@ def rows() -> list[dict]:
 
 def main() -> None:
     table = rows()
-    if "--csv" in sys.argv:
-        import pandas as pd
-
-        pd.DataFrame(table).to_csv(sys.stdout, index=False)
+    if print_table(table, "flags", "output tokens/s"):
         return
-    fmt = lambda e: "-" if e is None else f"{100 * e:+.0f}%"
-    print("| record | engine | flags | TPOT error | TTFT error | output tokens/s error |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for r in table:
-        if "error" in r:
-            print(f"| {r['id']} | {r['engine']} | refused | {r['error']} | | |")
-            continue
-        print(f"| {r['id']} | {r['engine']} | {r['flags']} | {fmt(r['tpot_error'])} | {fmt(r['ttft_error'])} | "
-              f"{fmt(r['throughput_error'])} |")
     print()
     for kind, pick in (("MoE", True), ("dense", False)):
         for key in ("tpot", "ttft", "throughput"):

@@ -14,10 +14,10 @@ record's mean TPOT or, failing that, its mean inter-token latency.
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import yaml
+from error_table import print_table
 
 from llmsim.engine.errors import DesignError
 from llmsim.spec.engines import ENGINES
@@ -100,20 +100,8 @@ def rows() -> list[dict]:
 
 def main() -> None:
     table = rows()
-    if "--csv" in sys.argv:
-        import pandas as pd
-
-        pd.DataFrame(table).to_csv(sys.stdout, index=False)
+    if print_table(table, "concurrency", "throughput"):
         return
-    fmt = lambda e: "-" if e is None else f"{100 * e:+.0f}%"
-    print("| record | engine | concurrency | TPOT error | TTFT error | throughput error |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for r in table:
-        if "error" in r:
-            print(f"| {r['id']} | - | - | {r['error']} | | |")
-            continue
-        print(f"| {r['id']} | {r['engine']} | {r['concurrency']} | {fmt(r['tpot_error'])} | "
-              f"{fmt(r['ttft_error'])} | {fmt(r['throughput_error'])} |")
     for key in ("tpot", "ttft", "throughput"):
         errs = [abs(r[f"{key}_error"]) for r in table if r.get(f"{key}_error") is not None]
         if errs:

@@ -65,7 +65,7 @@ def evaluate_part(spec, preset_dirs, start: int, stop: int, front_only: bool, pa
 
 def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool = False, progress=None,
              remote: bool = False) -> Keys:
-    """Every chunk, in point order: in this process and ``jobs - 1`` worker processes beside it (``local``),
+    """Every chunk, in task order: in this process and ``jobs - 1`` worker processes beside it (``_local``),
     or through the active joblib backend when ``remote`` (Dask: the workers do not share this machine's
     disk, so they return rows and this process writes the parts)."""
     spans = sw.tasks(spec)
@@ -91,13 +91,13 @@ def evaluate(spec, preset_dirs, part_dir: str, jobs: int = 1, front_only: bool =
     return gather(parts)
 
 
-def _remote(spans, jobs, *args):
+def _remote(spans, jobs, spec, preset_dirs, front_only, part_dir):
     """The tasks' results in order, through the active joblib backend (Dask), one task at a time: remote
     workers return their rows, which this process holds until saved."""
     from joblib import Parallel, delayed
 
     return Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
-        delayed(evaluate_part)(args[0], args[1], a, b, *args[2:]) for a, b in spans)
+        delayed(evaluate_part)(spec, preset_dirs, a, b, front_only, part_dir) for a, b in spans)
 
 
 WINDOW = 2  # tasks queued per worker process: one running, one ready
@@ -114,14 +114,11 @@ def _local(spans, jobs, spec, preset_dirs, front_only, part_dir):
 
     from joblib import effective_n_jobs
 
-    def task(i):
-        return spans[i][0], spans[i][1]
-
     n = min(effective_n_jobs(jobs), len(spans)) - 1  # no more workers than tasks beside this process
     todo, done, at = deque(range(len(spans))), {}, 0
-    if n < 1 or len(spans) < 2:
-        for i in todo:
-            yield evaluate_part(spec, preset_dirs, *task(i), front_only, part_dir)
+    if n < 1:
+        for a, b in spans:
+            yield evaluate_part(spec, preset_dirs, a, b, front_only, part_dir)
         return
     from joblib.externals.loky import get_reusable_executor
 
@@ -133,10 +130,10 @@ def _local(spans, jobs, spec, preset_dirs, front_only, part_dir):
         while todo or running:
             while todo and len(running) < WINDOW * n:
                 i = todo.popleft()
-                running[pool.submit(evaluate_part, spec, preset_dirs, *task(i), front_only, part_dir)] = i
+                running[pool.submit(evaluate_part, spec, preset_dirs, *spans[i], front_only, part_dir)] = i
             if todo:
                 i = todo.pop()
-                done[i] = evaluate_part(spec, preset_dirs, *task(i), front_only, part_dir)
+                done[i] = evaluate_part(spec, preset_dirs, *spans[i], front_only, part_dir)
             else:
                 wait(running, return_when=FIRST_COMPLETED)
             for future in [f for f in running if f.done()]:

@@ -1,0 +1,375 @@
+"""Measure the kernel rates llmsim's per-operator model rests on, on the GPU this runs on.
+
+    python benchmarks/kernels/measure_gpu.py OUT_DIR [--budget-s 300]
+
+Writes one CSV per family to OUT_DIR (each row one timed kernel; times are medians of CUDA-event timings
+with the L2 flushed before each launch, ``triton.testing.do_bench``):
+
+- ``gemm.csv``: dense C[M,N] = A[M,K] B[K,N] in bf16 (cuBLAS through ``torch.matmul``) and fp8 e4m3
+  with per-tensor scales (cuBLASLt through ``torch._scaled_mm``), over the shapes of transformer layers,
+  a wave probe (N stepped by 128 at M = 8192) and a K probe;
+- ``grouped_gemm.csv``: routed-expert GEMMs of fine-grained MoE models (G experts of m tokens each), as one
+  grouped kernel (``torch._grouped_mm``, CUTLASS on sm90) and as one ``torch.matmul`` per expert, uniform
+  and skewed routing;
+- ``memory.csv``: device copies, row gathers and scatter-adds (MoE permute/unpermute), SwiGLU, RMSNorm;
+- ``launch.csv``: host time per eager kernel launch and per node of a replayed CUDA graph;
+- ``attention.csv``: ``scaled_dot_product_attention`` forward and backward (flash and cuDNN back ends),
+  causal, head dim 128.
+
+Each family stops at its share of ``--budget-s`` and writes what it has; an error in one shape is written in
+its ``error`` column, not raised. ``env.json`` holds the device, clocks and library versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+DEV = "cuda"
+
+
+def bench(fn, rep_ms: float = 25.0, warmup_ms: float = 5.0) -> float:
+    """Median seconds of one call of ``fn``, the L2 flushed before each (triton's do_bench)."""
+    if DEV == "cpu":  # --dry: exercise the script's paths without a GPU
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median") * 1e-3
+
+
+class Writer:
+    def __init__(self, path: Path, fields: list[str]):
+        self.file = path.open("w", newline="")
+        self.rows = csv.DictWriter(self.file, fieldnames=fields + ["error"], extrasaction="ignore")
+        self.rows.writeheader()
+
+    def row(self, **kw):
+        self.rows.writerow(kw)
+        self.file.flush()
+
+    def close(self):
+        self.file.close()
+
+
+def _err(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}".replace("\n", " ")[:300]
+
+
+# ---------------------------------------------------------------- dense GEMMs
+# (N, K) of layer GEMMs: Llama-3 8B/70B q/o/fc1/fc2 per tp, DeepSeek-V3 shared/dense, Qwen3-30B-A3B and
+# gpt-oss experts (as one expert's GEMM), square probes.
+GEMM_NK = [(4096, 4096), (6144, 4096), (28672, 4096), (14336, 4096), (4096, 14336), (8192, 8192),
+           (28672, 8192), (8192, 28672), (1536, 2048), (2048, 768), (5760, 2880), (2880, 2880),
+           (4096, 7168), (7168, 2048), (16384, 16384)]
+GEMM_M = [16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+
+
+def gemm_shapes():
+    for n, k in GEMM_NK:
+        for m in GEMM_M:
+            yield "layer", m, n, k
+    for n in range(128, 8192 + 1, 128):  # wave probe: 8192/128 = 64 row tiles x N/128 column tiles
+        yield "wave_n", 8192, n, 8192
+    for k in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384):
+        yield "k_probe", 8192, 8192, k
+    for m in range(128, 4096 + 1, 128):  # wave probe along M at an expert-sized N, K
+        yield "wave_m", m, 1536, 2048
+
+
+def run_gemm(out: Path, deadline: float):
+    w = Writer(out / "gemm.csv", ["probe", "dtype", "m", "n", "k", "time_s", "tflops"])
+    fp8 = torch.float8_e4m3fn
+    one = torch.ones((), device=DEV, dtype=torch.float32)
+    for probe, m, n, k in gemm_shapes():
+        for dtype in ("bf16", "fp8"):
+            if time.time() > deadline:
+                w.close()
+                return
+            try:
+                a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
+                b = torch.randn(n, k, device=DEV, dtype=torch.bfloat16)  # weights [out, in], as nn.Linear
+                if dtype == "bf16":
+                    bt = b.t()
+                    fn = lambda: torch.matmul(a, bt)  # noqa: E731
+                else:
+                    a8, b8 = a.to(fp8), b.to(fp8)
+                    fn = lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,  # noqa: E731
+                                                  out_dtype=torch.bfloat16)
+                t = bench(fn)
+                w.row(probe=probe, dtype=dtype, m=m, n=n, k=k, time_s=f"{t:.6e}", tflops=f"{2*m*n*k/t/1e12:.2f}")
+            except Exception as e:  # noqa: BLE001
+                w.row(probe=probe, dtype=dtype, m=m, n=n, k=k, error=_err(e))
+            finally:
+                a = b = None
+    w.close()
+
+
+# ---------------------------------------------------------------- grouped expert GEMMs
+# (model, experts on the device G, K, N) of the up (gate+up fused) and down projections
+MOE = [("qwen3-30b-a3b", 128, 2048, 1536, 768), ("qwen3-30b-a3b", 16, 2048, 1536, 768),
+       ("deepseek-v3", 32, 7168, 4096, 2048), ("deepseek-v3", 8, 7168, 4096, 2048),
+       ("gpt-oss-120b", 32, 2880, 5760, 2880), ("mixtral-8x7b", 8, 4096, 28672, 14336),
+       ("qwen3-235b-a22b", 16, 4096, 3072, 1536)]
+TOKENS_PER_EXPERT = [16, 64, 128, 256, 512, 1024, 2048, 4096]
+
+
+def _grouped(a, b_gkn, offs):
+    fn = getattr(torch.nn.functional, "grouped_mm", None) or torch._grouped_mm
+    return fn(a, b_gkn, offs=offs)
+
+
+def _weights_gkn(weights):
+    """[G, K, N] operand of the grouped kernel: the [G, N, K] weights transposed (K contiguous), or a
+    contiguous copy where the kernel refuses that layout."""
+    g, n, k = weights.shape
+    a = torch.randn(16 * g, k, device=DEV, dtype=torch.bfloat16)
+    offs = torch.arange(16, 16 * g + 1, 16, device=DEV, dtype=torch.int32)
+    for cand in (weights.transpose(-2, -1), weights.transpose(-2, -1).contiguous()):
+        try:
+            _grouped(a, cand, offs)
+            return cand
+        except Exception:  # noqa: BLE001
+            continue
+    return weights.transpose(-2, -1)
+
+
+def _counts(g: int, m: int, skew: str, gen: torch.Generator) -> list[int]:
+    total = g * m
+    if skew == "uniform":
+        return [m] * g
+    # lognormal expert loads (sigma 0.5) rounded to multiples of 16, same total
+    x = torch.exp(0.5 * torch.randn(g, generator=gen))
+    c = [max(16, int(round(float(v) / float(x.sum()) * total / 16)) * 16) for v in x]
+    c[-1] = max(16, c[-1] + total - sum(c))
+    return c
+
+
+def run_grouped(out: Path, deadline: float):
+    w = Writer(out / "grouped_gemm.csv", ["model", "proj", "kernel", "skew", "groups", "tokens_per_expert",
+                                          "max_tokens", "n", "k", "time_s", "tflops"])
+    gen = torch.Generator().manual_seed(0)
+    for model, g, hidden, up_n, down_k in MOE:
+        for proj, n, k in (("up", up_n, hidden), ("down", hidden, down_k)):
+            weights = torch.randn(g, n, k, device=DEV, dtype=torch.bfloat16)
+            b_gkn = _weights_gkn(weights)
+            for m in TOKENS_PER_EXPERT:
+                if g * m * max(k, n) > 2**31:
+                    continue
+                for skew in ("uniform", "lognormal"):
+                    counts = _counts(g, m, skew, gen)
+                    total = sum(counts)
+                    a = torch.randn(total, k, device=DEV, dtype=torch.bfloat16)
+                    offs = torch.tensor(list(_cumsum(counts)), device=DEV, dtype=torch.int32)
+                    kernels = ["grouped"] + (["loop"] if g <= 32 else [])
+                    for kern in kernels:
+                        if time.time() > deadline:
+                            w.close()
+                            return
+                        row = dict(model=model, proj=proj, kernel=kern, skew=skew, groups=g, tokens_per_expert=m,
+                                   max_tokens=max(counts), n=n, k=k)
+                        try:
+                            if kern == "grouped":
+                                fn = lambda: _grouped(a, b_gkn, offs)  # noqa: E731
+                            else:
+                                parts = list(torch.split(a, counts))
+                                wt = [weights[i].t() for i in range(g)]
+                                fn = lambda: [torch.matmul(p, q) for p, q in zip(parts, wt)]  # noqa: E731
+                            t = bench(fn)
+                            w.row(**row, time_s=f"{t:.6e}", tflops=f"{2*total*n*k/t/1e12:.2f}")
+                        except Exception as e:  # noqa: BLE001
+                            w.row(**row, error=_err(e))
+            weights = b_gkn = None
+    w.close()
+
+
+def _cumsum(xs):
+    s = 0
+    for x in xs:
+        s += x
+        yield s
+
+
+# ---------------------------------------------------------------- memory-bound kernels
+def run_memory(out: Path, deadline: float):
+    w = Writer(out / "memory.csv", ["op", "tokens", "hidden", "bytes_moved", "time_s", "gb_per_s"])
+    bf = torch.bfloat16
+    for tokens, hidden in ((4096, 2048), (16384, 2048), (16384, 4096), (65536, 4096), (16384, 7168),
+                           (65536, 7168), (1024, 7168)):
+        if time.time() > deadline:
+            break
+        x = torch.randn(tokens, hidden, device=DEV, dtype=bf)
+        e = tokens * hidden * 2
+        idx8 = torch.randint(0, tokens, (tokens * 8,), device=DEV)  # top-8 permute: 8 copies of each row
+        up = torch.randn(tokens, 2 * hidden, device=DEV, dtype=bf)
+        wgt = torch.ones(hidden, device=DEV, dtype=bf)
+        rep8, dst = x.repeat(8, 1), torch.zeros_like(x)
+        cases = {
+            "copy": (lambda: x.clone(), 2 * e),
+            "gather_top8": (lambda: x.index_select(0, idx8), 8 * e * 2),
+            "scatter_add_top8": (lambda: dst.index_add_(0, idx8, rep8), 8 * e + 2 * e),
+            "swiglu": (lambda: torch.nn.functional.silu(up[:, :hidden]) * up[:, hidden:], 2 * e + e),
+            "rmsnorm": (lambda: torch.nn.functional.rms_norm(x, (hidden,), wgt), 2 * e),
+            "add": (lambda: x + x, 3 * e),
+        }
+        for op, (fn, nbytes) in cases.items():
+            try:
+                t = bench(fn)
+                w.row(op=op, tokens=tokens, hidden=hidden, bytes_moved=nbytes, time_s=f"{t:.6e}",
+                      gb_per_s=f"{nbytes/t/1e9:.1f}")
+            except Exception as ex:  # noqa: BLE001
+                w.row(op=op, tokens=tokens, hidden=hidden, error=_err(ex))
+        x = up = idx8 = rep8 = dst = None
+    w.close()
+
+
+# ---------------------------------------------------------------- launch costs
+def run_launch(out: Path, deadline: float):
+    w = Writer(out / "launch.csv", ["mode", "kernels", "elements", "wall_s", "per_kernel_s"])
+    for elements in (1024, 1 << 20):
+        x = torch.randn(elements, device=DEV)
+        n = 2000
+
+        def eager():
+            y = x
+            for _ in range(n):
+                y = y + 1.0
+            return y
+
+        for mode in ("eager", "graph"):
+            if time.time() > deadline:
+                break
+            try:
+                if mode == "eager":
+                    fn = eager
+                else:
+                    s = torch.cuda.Stream()
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        eager()
+                    torch.cuda.current_stream().wait_stream(s)
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        eager()
+                    fn = graph.replay
+                walls = []
+                for _ in range(7):
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    fn()
+                    torch.cuda.synchronize()
+                    walls.append(time.perf_counter() - t0)
+                wall = sorted(walls)[len(walls) // 2]
+                w.row(mode=mode, kernels=n, elements=elements, wall_s=f"{wall:.6e}", per_kernel_s=f"{wall/n:.3e}")
+            except Exception as e:  # noqa: BLE001
+                w.row(mode=mode, kernels=n, elements=elements, error=_err(e))
+    # host-side enqueue time alone: launches without waiting (queue far from full)
+    x = torch.randn(1024, device=DEV)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        x.add_(1.0)
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    w.row(mode="enqueue_only", kernels=1000, elements=1024, wall_s=f"{t1-t0:.6e}", per_kernel_s=f"{(t1-t0)/1000:.3e}")
+    w.close()
+
+
+# ---------------------------------------------------------------- attention
+def run_attention(out: Path, deadline: float):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    w = Writer(out / "attention.csv", ["backend", "pass", "batch", "seq", "heads", "head_dim", "time_s", "tflops"])
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    for seq in (512, 1024, 2048, 4096, 8192, 16384):
+        batch, heads, d = max(1, 16384 // seq), 32, 128
+        q, k, v = (torch.randn(batch, heads, seq, d, device=DEV, dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        fwd_flops = 4 * batch * heads * seq * seq * d / 2  # causal: half the score matrix
+        for name, be in backends.items():
+            if time.time() > deadline:
+                w.close()
+                return
+            try:
+                with sdpa_kernel([be]):
+                    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    t_f = bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
+                    g = torch.randn_like(o)
+                    t_fb = bench(lambda: torch.autograd.grad(
+                        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), g))
+                w.row(backend=name, **{"pass": "fwd"}, batch=batch, seq=seq, heads=heads, head_dim=d,
+                      time_s=f"{t_f:.6e}", tflops=f"{fwd_flops/t_f/1e12:.1f}")
+                t_b = t_fb - t_f
+                w.row(backend=name, **{"pass": "bwd"}, batch=batch, seq=seq, heads=heads, head_dim=d,
+                      time_s=f"{t_b:.6e}", tflops=f"{2.5*fwd_flops/t_b/1e12:.1f}")
+            except Exception as e:  # noqa: BLE001
+                w.row(backend=name, **{"pass": "fwd"}, batch=batch, seq=seq, heads=heads, head_dim=d, error=_err(e))
+    w.close()
+
+
+def _smi(query: str) -> str:
+    try:
+        return subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception as e:  # noqa: BLE001
+        return _err(e)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--only", default="gemm,grouped,memory,launch,attention")
+    ap.add_argument("--dry", action="store_true", help="run on the CPU to check the script (times meaningless)")
+    args = ap.parse_args()
+    if args.dry:
+        global DEV
+        DEV = "cpu"
+    args.out.mkdir(parents=True, exist_ok=True)
+    clocks = "clocks.sm,clocks.mem,clocks.max.sm,power.draw,power.limit,temperature.gpu"
+    gpu = DEV == "cuda"
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda,
+           "device": torch.cuda.get_device_name() if gpu else "cpu",
+           "sms": torch.cuda.get_device_properties(0).multi_processor_count if gpu else None,
+           "cudnn": torch.backends.cudnn.version(),
+           "smi_before": _smi(clocks), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    torch.backends.cuda.matmul.allow_tf32 = False
+    share = {"gemm": 0.40, "grouped": 0.30, "memory": 0.08, "launch": 0.05, "attention": 0.17}
+    t0 = time.time()
+    for name in args.only.split(","):
+        start = time.time()
+        deadline = start + share[name] * args.budget_s
+        try:
+            {"gemm": run_gemm, "grouped": run_grouped, "memory": run_memory, "launch": run_launch,
+             "attention": run_attention}[name](args.out, deadline)
+        except Exception:  # noqa: BLE001
+            env[f"{name}_error"] = traceback.format_exc()[-1500:]
+        env[f"{name}_s"] = round(time.time() - start, 1)
+        print(f"{name}: {time.time() - start:.1f} s", flush=True)
+        if gpu:
+            torch.cuda.empty_cache()
+    env["smi_after"] = _smi(clocks)
+    env["total_s"] = round(time.time() - t0, 1)
+    (args.out / "env.json").write_text(json.dumps(env, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,6 +13,10 @@ with the L2 flushed before each launch, ``triton.testing.do_bench``):
   and skewed routing;
 - ``memory.csv``: device copies, row gathers and scatter-adds (MoE permute/unpermute), SwiGLU, RMSNorm;
 - ``launch.csv``: host time per eager kernel launch and per node of a replayed CUDA graph;
+- ``steady_gemm.csv``: the same GEMMs back to back in a replayed CUDA graph, cycling through enough weight
+  copies to stream them from HBM (no launch gaps, no flush): dense bf16 and fp8, grouped bf16 and fp8
+  (``torch._scaled_grouped_mm``, row-wise scales);
+- ``moe_layer.csv``: one routed-expert MLP forward eager and as a replayed graph (host-bound or not);
 - ``attention.csv``: ``scaled_dot_product_attention`` forward and backward (flash and cuDNN back ends),
   causal, head dim 128.
 
@@ -234,6 +238,177 @@ def run_memory(out: Path, deadline: float):
     w.close()
 
 
+# ---------------------------------------------------------------- kernels back to back (steady state)
+def _replay_s(fn, reps: int = 10) -> float:
+    """Seconds of one call of ``fn`` captured in a CUDA graph and replayed ``reps`` times back to back: no
+    host launch gaps, no L2 flush; ``fn`` cycles through enough weights that they stream from HBM."""
+    if DEV == "cpu":
+        return bench(fn)
+    fn()
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e-3 / reps
+
+
+def _eager_s(fn, reps: int = 10) -> tuple[float, float]:
+    """(GPU seconds between events, wall seconds) of one eager call of ``fn``, ``reps`` calls back to back."""
+    if DEV == "cpu":
+        return bench(fn), bench(fn)
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e-3 / reps, (time.perf_counter() - t0) / reps
+
+
+STEADY_NK = [(1536, 2048), (2048, 768), (4096, 4096), (14336, 4096), (28672, 8192), (7168, 2048)]
+STEADY_M = [1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+
+
+def run_steady(out: Path, deadline: float):
+    w = Writer(out / "steady_gemm.csv", ["family", "dtype", "groups", "m", "n", "k", "copies", "time_s", "tflops"])
+    fp8 = torch.float8_e4m3fn
+    one = torch.ones((), device=DEV, dtype=torch.float32)
+    for n, k in STEADY_NK:
+        copies = int(min(64, max(4, math.ceil(400e6 / (n * k)))))
+        ws = [torch.randn(n, k, device=DEV, dtype=torch.bfloat16) for _ in range(copies)]
+        w8 = [x.to(fp8) for x in ws]
+        for m in STEADY_M:
+            a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
+            a8 = a.to(fp8)
+            for dtype in ("bf16", "fp8"):
+                if time.time() > deadline:
+                    w.close()
+                    return
+                row = dict(family="dense", dtype=dtype, groups=1, m=m, n=n, k=k, copies=copies)
+                try:
+                    if dtype == "bf16":
+                        fn = lambda: [torch.matmul(a, x.t()) for x in ws]  # noqa: E731
+                    else:
+                        if m % 16:
+                            continue
+                        fn = lambda: [torch._scaled_mm(a8, x.t(), scale_a=one, scale_b=one,  # noqa: E731
+                                                       out_dtype=torch.bfloat16) for x in w8]
+                    t = _replay_s(fn) / copies
+                    w.row(**row, time_s=f"{t:.6e}", tflops=f"{2*m*n*k/t/1e12:.2f}")
+                except Exception as e:  # noqa: BLE001
+                    w.row(**row, error=_err(e))
+        ws = w8 = None
+        torch.cuda.empty_cache()
+    for model, g, hidden, up_n, down_k in MOE[:3] + MOE[4:5]:
+        for proj, n, k in (("up", up_n, hidden), ("down", hidden, down_k)):
+            copies = int(min(8, max(2, math.ceil(400e6 / (g * n * k)))))
+            ws = [torch.randn(g, n, k, device=DEV, dtype=torch.bfloat16) for _ in range(copies)]
+            gkn = [_weights_gkn(x) for x in ws]
+            w8 = [x.to(fp8).transpose(-2, -1) for x in ws]
+            sb = torch.ones(g, n, device=DEV, dtype=torch.float32)
+            for m in (16, 64, 128, 256, 512, 1024, 2048):
+                if g * m * max(n, k) > 2**31:
+                    continue
+                a = torch.randn(g * m, k, device=DEV, dtype=torch.bfloat16)
+                a8 = a.to(fp8)
+                sa = torch.ones(g * m, device=DEV, dtype=torch.float32)
+                offs = torch.arange(m, g * m + 1, m, device=DEV, dtype=torch.int32)
+                for dtype in ("bf16", "fp8"):
+                    if time.time() > deadline:
+                        w.close()
+                        return
+                    row = dict(family=f"grouped:{model}:{proj}", dtype=dtype, groups=g, m=m, n=n, k=k, copies=copies)
+                    try:
+                        if dtype == "bf16":
+                            fn = lambda: [_grouped(a, x, offs) for x in gkn]  # noqa: E731
+                        else:
+                            fn = lambda: [torch._scaled_grouped_mm(a8, x, sa, sb, offs=offs,  # noqa: E731
+                                                                   out_dtype=torch.bfloat16) for x in w8]
+                        t = _replay_s(fn) / copies
+                        w.row(**row, time_s=f"{t:.6e}", tflops=f"{2*g*m*n*k/t/1e12:.2f}")
+                    except Exception as e:  # noqa: BLE001
+                        w.row(**row, error=_err(e))
+            ws = gkn = w8 = None
+            torch.cuda.empty_cache()
+    w.close()
+
+
+# ---------------------------------------------------------------- one MoE layer, eager against graph
+def run_moe_layer(out: Path, deadline: float):
+    """Forward of a routed-expert MLP as Megatron-Core runs it without CUDA graphs (router GEMM, softmax,
+    top-k, permute, grouped up GEMM, SwiGLU, grouped down GEMM, weighted unpermute), routing forced to
+    balance, at Qwen3-30B-A3B's sizes (hidden 2048, 128 experts of 768, top-8) and DeepSeek-V3's per-EP8
+    share (hidden 7168, 32 local experts of 2048, top-8 of 256 seen as 1 of 32 local: 2 rows a token)."""
+    w = Writer(out / "moe_layer.csv", ["model", "tokens", "experts", "top_k", "mode", "kernels", "gpu_s", "wall_s"])
+    bf = torch.bfloat16
+    for model, hidden, experts, ffn, top_k in (("qwen3-30b-a3b", 2048, 128, 768, 8),
+                                               ("deepseek-v3-ep8", 7168, 32, 2048, 2)):
+        for tokens in (1024, 4096, 16384):
+            if time.time() > deadline:
+                break
+            x = torch.randn(tokens, hidden, device=DEV, dtype=bf)
+            wr = torch.randn(experts, hidden, device=DEV, dtype=bf)
+            w1 = _weights_gkn(torch.randn(experts, 2 * ffn, hidden, device=DEV, dtype=bf))
+            w2 = _weights_gkn(torch.randn(experts, hidden, ffn, device=DEV, dtype=bf))
+            rows = tokens * top_k
+            each = rows // experts
+            offs = torch.arange(each, rows + 1, each, device=DEV, dtype=torch.int32)
+            forced = ((torch.arange(tokens, device=DEV)[:, None] * top_k + torch.arange(top_k, device=DEV))
+                      % experts)
+
+            def layer():
+                logits = x @ wr.t()
+                probs = logits.float().softmax(-1)
+                topv, _ = probs.topk(top_k, dim=-1)
+                flat = forced.flatten()
+                order = flat.argsort(stable=True)
+                src = order // top_k
+                h = _grouped(x.index_select(0, src), w1, offs)
+                h = torch.nn.functional.silu(h[:, :ffn]) * h[:, ffn:]
+                y = _grouped(h, w2, offs) * topv.flatten()[order].unsqueeze(1).to(bf)
+                return torch.zeros_like(x).index_add_(0, src, y)
+
+            kernels = ""
+            try:
+                from torch.profiler import ProfilerActivity, profile
+
+                layer()
+                torch.cuda.synchronize()
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    layer()
+                    torch.cuda.synchronize()
+                kernels = sum(1 for e in prof.events() if e.device_type.name == "CUDA")
+            except Exception:  # noqa: BLE001
+                pass
+            base = dict(model=model, tokens=tokens, experts=experts, top_k=top_k, kernels=kernels)
+            try:
+                gpu, wall = _eager_s(layer, reps=20)
+                w.row(**base, mode="eager", gpu_s=f"{gpu:.6e}", wall_s=f"{wall:.6e}")
+                t = _replay_s(layer, reps=20)
+                w.row(**base, mode="graph", gpu_s=f"{t:.6e}", wall_s=f"{t:.6e}")
+            except Exception as e:  # noqa: BLE001
+                w.row(**base, mode="eager", error=_err(e))
+            x = wr = w1 = w2 = None
+            torch.cuda.empty_cache()
+    w.close()
+
+
 # ---------------------------------------------------------------- launch costs
 def run_launch(out: Path, deadline: float):
     w = Writer(out / "launch.csv", ["mode", "kernels", "elements", "wall_s", "per_kernel_s"])
@@ -351,14 +526,15 @@ def main() -> int:
     except Exception:  # noqa: BLE001
         pass
     torch.backends.cuda.matmul.allow_tf32 = False
-    share = {"gemm": 0.40, "grouped": 0.30, "memory": 0.08, "launch": 0.05, "attention": 0.17}
+    share = {"gemm": 0.40, "grouped": 0.30, "memory": 0.08, "launch": 0.05, "attention": 0.17, "steady": 0.5,
+             "moe_layer": 0.2}
     t0 = time.time()
     for name in args.only.split(","):
         start = time.time()
         deadline = start + share[name] * args.budget_s
         try:
             {"gemm": run_gemm, "grouped": run_grouped, "memory": run_memory, "launch": run_launch,
-             "attention": run_attention}[name](args.out, deadline)
+             "attention": run_attention, "steady": run_steady, "moe_layer": run_moe_layer}[name](args.out, deadline)
         except Exception:  # noqa: BLE001
             env[f"{name}_error"] = traceback.format_exc()[-1500:]
         env[f"{name}_s"] = round(time.time() - start, 1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llmsim.engine import calibration as cal
 from llmsim.engine.compute import head_ops, op_time
-from llmsim.engine.training import _pass_time, layer_operators
+from llmsim.engine.layer_times import _pass_time, layer_operators
 from llmsim.spec.presets import PresetRegistry
 from llmsim.study import records as est
 
@@ -20,7 +20,8 @@ def main() -> None:
     sc = est.load(None, PresetRegistry(), [])
     acc, k = sc.accelerator, cal.KERNEL_EFFICIENCY
     print(f"KERNEL_EFFICIENCY {k}   KERNEL_OVERHEAD_S {cal.KERNEL_OVERHEAD_S * 1e6:.2f} us")
-    print(f"GEMM efficiency  794.5/989.4 * k = {794.5 / 989.4 * k:.3f} * d/(d+64)")
+    print(f"GEMM rate        794.5/989.4 * k = {794.5 / 989.4 * k:.3f} of peak, then tile padding and the memory blend"
+          f" (GEMM_FIXED_S {cal.GEMM_FIXED_S * 1e6:.1f} us per kernel)")
     print(f"attention        fwd {616 * k * 8192 / 8472:.1f} TF, bwd {561 * k * 8192 / 8472:.1f} TF")
     dense, _ = layer_operators(sc, 1, 8, 1, 1)
     for op in dense:

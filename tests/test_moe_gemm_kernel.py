@@ -42,21 +42,25 @@ def test_preset_fraction_is_the_median_measured_sm80_over_sm90_grouped_gemm_rati
 def test_a_compute_bound_expert_gemm_slows_by_the_fraction_forward_and_backward(registry):
     acc = accelerator_values(registry.get("accelerators", "h100-sxm"))
     # prefill of 2,048 tokens: 2,048 x top-2 / 8 experts x 1.1 (load imbalance) = 563 rows an expert,
-    # ~480 FLOP/byte > H100's ridge (989.4 / 3.35 = 295): compute-bound, so the time is divided by 0.73
+    # ~480 FLOP/byte, over twice the ridge of H100's GEMMs in a step (989.4 x 0.80 x 0.75 / (3.35 x 0.85) = 210):
+    # compute-bound, so the time is divided by nearly 0.73; the memory time, which the slower kernel does not
+    # lengthen, keeps a share of the blend (engine/gemm_shape.py): at t_m / t_c = 0.44, (0.44)^2.6 / 2.6 = 4%
+    # of the native time, 2% of the slower one, so the ratio lies within 3% below 1/0.73
     native, sm80 = (_experts_up(registry, 2048, r) for r in (1.0, 0.73))
     for backward in (False, True):
         ratio = op_time(sm80, acc, "fp16", backward=backward) / op_time(native, acc, "fp16", backward=backward)
-        assert ratio == pytest.approx(1 / 0.73, rel=1e-12)
+        assert 0.97 / 0.73 < ratio < 1 / 0.73
 
 
 def test_batch_one_decode_reads_two_experts_and_the_kernel_does_not_matter(registry):
     # One token, top-2 of 8 experts on tp 2: ~2 experts get 1 x 2 x 1.1 / 2 = 1.1 rows each (the 6 others no
-    # tile). Per expert up GEMM: tile-limited compute 2 x 14336 x 4096 x (1.1 + 64) / (989.4e12 x 0.615) =
-    # 12.6 us (x 1/0.73 = 17.2 us) against its weights, 14336 x 4096 x 2 B / (3.35e12 x 0.85) = 41.2 us:
-    # memory-bound either way, so TPOT is the same to the bit; the 2,048-token prefill is compute-bound
+    # tile). Per expert up GEMM: its rows padded to a 16-row tile, 2 x 16 x 14336 x 4096 / (989.4e12 x 0.605) =
+    # 3.1 us of compute (x 1/0.73 = 4.3 us) against its weights, 14336 x 4096 x 2 B / (3.35e12 x 0.85) = 41.2 us:
+    # memory-bound either way, the compute's share of the blend (4.3 / 41.2)^2.6 / 2.6 = 0.1%, so TPOT moves by
+    # less than 0.1%; the 2,048-token prefill is compute-bound
     native, sm80 = _both(registry, "workload.mode=inference", "workload.batch_size=1", "workload.input_len=2048",
                          "workload.output_len=128", "system.accelerator=h100-sxm")
-    assert sm80["tpot_s"] == native["tpot_s"] and sm80["ttft_s"] > native["ttft_s"]
+    assert sm80["tpot_s"] == pytest.approx(native["tpot_s"], rel=1e-3) and sm80["ttft_s"] > 1.1 * native["ttft_s"]
 
 
 def test_large_batch_decode_prefill_serving_and_training_all_run_the_slower_kernels(registry):

@@ -86,7 +86,7 @@ def test_overlapping_the_all_to_all_never_costs_more(registry):
     saved = ep["none"] - ep["batch"]
     taken_back = times["batch"]["dp_comm_exposed_time_s"] - times["none"]["dp_comm_exposed_time_s"]
     assert times["batch"]["step_time_s"] <= times["none"]["step_time_s"]
-    assert 0.8 * saved <= taken_back <= saved
+    assert 0.8 * saved <= taken_back <= saved * (1 + 1e-12)  # all of it, to rounding, where nothing stays hidden
     eight = [estimate_training(load(None, registry, MIXTRAL + ["workload.global_batch_size=512",
                                                                f"parallel.moe_comm_overlap={mode}"]))
              for mode in ("none", "batch")]

@@ -58,10 +58,21 @@ INFERENCE_KERNEL_OVERHEAD_S = _FITTED_VALUES["INFERENCE_KERNEL_OVERHEAD_S"]
 # 0.75, from ml-engineering's MAMF table (H100 80%, B200 78%, GB200 73%; github.com/stas00/ml-engineering).
 DEFAULT_MATMUL_FRACTION = 0.75
 
-# GEMMs whose smallest dimension is small waste tiles (tile/wave quantisation). Efficiency is scaled by
-# d / (d + GEMM_HALF_DIM), d = min(M, N, K): 0.94 at d=1024, 0.67 at d=128 (one 128-wide tile, the CUTLASS
-# / cuBLAS Hopper tile size), i.e. a 64-element half-efficiency point.
-GEMM_HALF_DIM = 64
+# GEMM time by shape (engine/gemm_shape.py). Output tile: 16 rows, the M of the smallest tensor-core MMA
+# (mma.sync m16n8k16, PTX ISA "Matrix shape"; Marlin's m-blocks of 16 rows, vLLM
+# csrc/quantization/gptq_marlin/gptq_marlin.cu thread_m_blocks = div_ceil(prob_m, 16)), by 128 columns (the N
+# of CUTLASS's Hopper tiles, TileShape 128x128x64). Of 16-, 64- and 128-row tiles the 16-row one fits the H200
+# kernels below best (dense bf16 mean error 7.8%, 8.4%, 8.7%) and the serving records of the calibration set
+# too (in-sample 8.1%, 8.3%, 10.8% with INFERENCE_KERNEL_OVERHEAD_S refitted).
+GEMM_TILE_ROWS = 16
+GEMM_TILE_COLS = 128
+# Fixed time of a GEMM kernel, and the power that blends its compute and memory times: least squares over
+# 170 GEMMs (dense cuBLAS bf16 and fp8, grouped CUTLASS bf16; M 1-8192, N 768-28672, K 768-8192) timed back
+# to back in replayed CUDA graphs on an H200, weights streamed from HBM: 3.98 us and 2.65, mean error 7.5-16%
+# per kernel class
+# (`python benchmarks/kernels/fit_gemm_shape.py`, data benchmarks/kernels/h200/).
+GEMM_FIXED_S = 4.0e-6
+GEMM_BLEND_POWER = 2.6
 
 # Achievable fraction of peak HBM bandwidth for streaming kernels: H100 coalesced streaming measured at
 # ~2.8 of 3.35 TB/s, 84% (Nsight study, mikamirai.com/blog/gpu-memory-bandwidth).

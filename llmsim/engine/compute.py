@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from llmsim.engine import calibration as cal
+from llmsim.engine import gemm_shape
 from llmsim.engine.heads import kv_heads_per_rank, kv_width_per_rank, qk_dim, v_dim
 from llmsim.engine.memory import moe_dispatch_factor, moe_row_factor
 from llmsim.engine.types import PRECISION_BITS, PRECISION_BYTES, Accelerator, Model, Parallel
@@ -27,13 +28,15 @@ class Op:
     kind: str  # gemm | attention | elementwise
     flops: float
     bytes: float
-    min_dim: float = np.inf  # smallest GEMM dimension (tile-quantisation efficiency)
+    min_dim: float = np.inf  # attention: query length per rank (short sequences idle the kernel's SMs)
     bwd_ratio: float = 2.0  # backward work / forward work (dgrad + wgrad = 2x for a GEMM)
     count: float = 1.0  # how many layers of this kind the op stands for
     core_attention: bool = False  # recomputed by selective recomputation (Korthikanti sec. 5)
     cast_elems: tuple = (0.0, 0.0)  # 16-bit GEMM input (forward) and output-gradient (backward) elements
     kernels: float = 1.0  # kernel launches per execution (a grouped GEMM run as one GEMM per expert)
     rate_scale: float = 1.0  # compute rate of its kernel over the device's own GEMMs (expert_gemm_rate)
+    rows: float = 0.0  # GEMM: output rows (M) and columns (N) of one group; 0: no tile padding
+    cols: float = 0.0
 
 
 def gemm(name: str, m, n, k, wbytes: float, count: float = 1.0) -> Op:
@@ -41,7 +44,7 @@ def gemm(name: str, m, n, k, wbytes: float, count: float = 1.0) -> Op:
     flops = 2.0 * m * n * k
     nbytes = (m * k + m * n) * ACT_BYTES + k * n * wbytes
     return Op(name, "gemm", flops, nbytes, np.minimum(np.minimum(m, n), k), 2.0, count,
-              cast_elems=(m * k, m * n))
+              cast_elems=(m * k, m * n), rows=m, cols=n)
 
 
 def elementwise(name: str, elements, reads: float, writes: float, count: float = 1.0) -> Op:
@@ -106,7 +109,7 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
         q_len = s / cp
         scores = gemm("attn_scores", q_len, s, qk_w, ACT_BYTES, count)
         values = gemm("attn_values", q_len, v_w, s, ACT_BYTES, count)
-        ops += [Op(o.name, "gemm", o.flops * heads, o.bytes * heads, o.min_dim, 2.0, count, True)
+        ops += [replace(o, flops=o.flops * heads, bytes=o.bytes * heads, count=count, core_attention=True)
                 for o in (scores, values)]
         ops.append(Op("softmax", "elementwise", 0.0, heads * q_len * s * 2 * ACT_BYTES, np.inf, 2.0, count,
                       True))
@@ -149,7 +152,7 @@ def layer_ops(m: Model, b, s, tp, cp, sp: bool, precision: str, moe_layer: bool,
             slots = group * moe.top_k * moe_row_factor(m)
             for name, bwd in (("moe_dispatch", 1.0), ("moe_combine", 2.0)):
                 g = gemm(name, slots, h, group, ACT_BYTES, count)
-                ops.append(Op(name, "gemm", g.flops * b, g.bytes * b, g.min_dim, bwd, count))
+                ops.append(replace(g, flops=g.flops * b, bytes=g.bytes * b, bwd_ratio=bwd))
         else:
             passes = np.where(ep > 1, 2.0, 1.0)
             if moe_dispatch == "local":
@@ -213,7 +216,8 @@ def _scale(op: Op, times, kernels, rate: float) -> Op:
     # Transformer Engine's GroupedLinear (Megatron-Core --moe-grouped-gemm) issues one cuBLAS GEMM per
     # local expert over several streams (te_general_grouped_gemm): each pays a kernel's fixed cost
     return Op(op.name, op.kind, op.flops * times, nbytes, op.min_dim, op.bwd_ratio, op.count,
-              cast_elems=tuple(e * times for e in op.cast_elems), kernels=kernels, rate_scale=rate)
+              cast_elems=tuple(e * times for e in op.cast_elems), kernels=kernels, rate_scale=rate,
+              rows=op.rows, cols=op.cols)
 
 
 def expert_gemm_rate(p: Parallel, acc: Accelerator) -> float:
@@ -301,13 +305,13 @@ def embedding_ops(m: Model, b, s, tp, cp) -> list[Op]:
     return [elementwise("embedding", b * s / cp * m.hidden, 1, 1)]
 
 
-def matmul_efficiency(acc: Accelerator, precision: str, min_dim=None):
-    """Sustained fraction of peak for a GEMM whose smallest dimension is ``min_dim`` (None: large)."""
+def matmul_efficiency(acc: Accelerator, precision: str):
+    """Sustained fraction of peak of a large GEMM in a step: the measured (MAMF) fraction times
+    KERNEL_EFFICIENCY. Smaller shapes lose more to their tiles (engine/gemm_shape.py)."""
     peak = acc.peak(precision)
     measured = acc.measured_matmul_flops_per_s.get(precision)
     fraction = measured / peak if measured and peak else cal.DEFAULT_MATMUL_FRACTION
-    shape = 1.0 if min_dim is None else min_dim / (min_dim + cal.GEMM_HALF_DIM)
-    return fraction * cal.KERNEL_EFFICIENCY * shape
+    return fraction * cal.KERNEL_EFFICIENCY
 
 
 def attention_rates(acc: Accelerator, kernel: str = "auto") -> tuple[float, float] | None:
@@ -336,36 +340,48 @@ def _attention_flops_per_s(acc: Accelerator, seq, backward: bool, kernel: str):
 
 def op_time(op: Op, acc: Accelerator, precision: str, hbm_bw=None, peak_scale=1.0, backward: bool = False,
             kernel: str = "auto"):
-    """Roofline: max(compute time, memory time) of one forward execution of ``op`` (of its backward work
-    at the forward's size when ``backward``; multiply by ``op.bwd_ratio`` for the backward time).
+    """Roofline time of one forward execution of ``op`` (of its backward work at the forward's size when
+    ``backward``; multiply by ``op.bwd_ratio`` for the backward time): max(compute, memory) for attention
+    and memory-bound kernels; for a GEMM, its tile-padded compute time blended with its memory time
+    (engine/gemm_shape.py), without the kernel's fixed time (``kernel_time`` adds it).
 
     Fused attention runs in 16-bit at the rates of its ``kernel``; GEMMs at the workload precision.
     """
+    t_compute, t_memory = _compute_memory(op, acc, precision, hbm_bw, peak_scale, backward, kernel)
+    if op.kind == "gemm":
+        return gemm_shape.blend(t_compute, t_memory)
+    return np.maximum(t_compute, t_memory)
+
+
+def _compute_memory(op: Op, acc: Accelerator, precision: str, hbm_bw=None, peak_scale=1.0,
+                    backward: bool = False, kernel: str = "auto"):
+    """(compute time, memory time) of one forward execution of ``op``, each alone."""
     bw = (acc.hbm_bw_bytes_per_s if hbm_bw is None else hbm_bw) * cal.HBM_EFFICIENCY
     if op.kind == "attention":
         t_compute = op.flops / (_attention_flops_per_s(acc, op.min_dim, backward, kernel) * peak_scale)
     elif op.kind == "gemm":
-        rate = acc.peak(precision) * peak_scale * op.rate_scale * matmul_efficiency(acc, precision, op.min_dim)
-        t_compute = op.flops / rate
+        rate = acc.peak(precision) * peak_scale * op.rate_scale * matmul_efficiency(acc, precision)
+        t_compute = op.flops * gemm_shape.tile_factor(op.rows, op.cols) / rate
     else:
         t_compute = 0.0 * op.flops
-    return np.maximum(t_compute, op.bytes / bw)
+    return t_compute, op.bytes / bw
 
 
 def kernel_time(op: Op, acc: Accelerator, precision: str, kernel: str = "auto", backward: bool = False,
                 inference: bool = False):
     """Wall time of one execution of ``op``: its roofline time plus the fixed cost of each kernel
     (``KERNEL_OVERHEAD_S`` in a training step, ``INFERENCE_KERNEL_OVERHEAD_S`` in a serving engine's
-    captured graph). Forward is one kernel; backward does ``bwd_ratio`` times the forward's work in two
-    kernels (input gradient and weight gradient)."""
+    captured graph; a GEMM kernel's own ``GEMM_FIXED_S`` besides). Forward is one kernel; backward does
+    ``bwd_ratio`` times the forward's work in two kernels (input gradient and weight gradient)."""
+    fixed = cal.GEMM_FIXED_S if op.kind == "gemm" else 0.0
     if backward:
         return (op_time(op, acc, precision, backward=True, kernel=kernel) * op.bwd_ratio
-                + 2 * op.kernels * cal.KERNEL_OVERHEAD_S)
+                + 2 * op.kernels * (cal.KERNEL_OVERHEAD_S + fixed))
     per_kernel = cal.INFERENCE_KERNEL_OVERHEAD_S if inference else cal.KERNEL_OVERHEAD_S
-    return op_time(op, acc, precision, kernel=kernel) + op.kernels * per_kernel
+    return op_time(op, acc, precision, kernel=kernel) + op.kernels * (per_kernel + fixed)
 
 
 def bound(op: Op, acc: Accelerator, precision: str) -> str:
-    """Which roof limits the op: 'compute' or 'memory'."""
-    t_mem = op.bytes / (acc.hbm_bw_bytes_per_s * cal.HBM_EFFICIENCY)
-    return "memory" if np.all(op_time(op, acc, precision) <= t_mem * (1 + 1e-12)) else "compute"
+    """Which roof limits the op: 'compute' or 'memory' (the longer of the two times alone)."""
+    t_compute, t_memory = _compute_memory(op, acc, precision)
+    return "memory" if np.all(t_compute <= t_memory * (1 + 1e-12)) else "compute"

@@ -1,0 +1,138 @@
+"""Derive the GEMM shape model's constants from GEMMs timed back to back on an H200.
+
+    python benchmarks/kernels/fit_gemm_shape.py [--csv benchmarks/kernels/h200/steady_gemm.csv]
+
+The model (llmsim/engine/gemm_shape.py) times a GEMM, or a grouped GEMM of G groups, as
+
+    t = GEMM_FIXED_S + (t_c^p + t_m^p)^(1/p),  p = GEMM_BLEND_POWER
+    t_c = 2 * G * max(T_r, M + T_r/2) * ceil(N/T_c) T_c * K / rate   (tiles: GEMM_TILE_ROWS x GEMM_TILE_COLS)
+    t_m = bytes / (HBM bandwidth x HBM_EFFICIENCY)
+
+with ``rate`` the device's measured large-GEMM rate (MAMF). Tiles are quantised, waves are not: cuBLAS's
+heuristics and stream-K kernels spread a last partial wave over the SMs (Osama et al. 2023, arXiv
+2301.03598). Variants with 64- and 128-row tiles and with waves quantised on the 132 SMs are fitted and
+printed too (calibration.py says why the 16-row tile was chosen). The fit: least squares
+on log(predicted / measured) over the dense bf16 and fp8 (cuBLAS) and grouped bf16 (CUTLASS) kernels, with
+one free rate scale per kernel class (so the shape constants do not depend on how close to MAMF each class
+runs). torch's row-wise-scaled grouped fp8 kernel is shown but not fitted: its rate depends on the shape in
+ways the production kernels (DeepGEMM, Transformer Engine) do not share.
+
+Prints the constants as llmsim/engine/calibration.py holds them, and the error of the model and of the rule it
+replaced (MAMF x d / (d + 64), d = min(M, N, K)). tests/test_gemm_shape.py checks that this script reproduces
+the constants.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from contextlib import contextmanager
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from llmsim.engine import calibration as cal
+from llmsim.engine import gemm_shape
+
+HERE = Path(__file__).parent
+SMS = 132  # H200 SXM: 132 SMs (torch.cuda.get_device_properties, env-steady.json)
+MAMF = {"bf16": 794.5e12, "fp8": 1453.4e12}  # presets/accelerators/h200-sxm.yaml measured_matmul_tflops
+HBM = 4.8e12 * 0.85  # h200-sxm hbm_bandwidth_tb_per_s x calibration.HBM_EFFICIENCY
+TILE_ROWS, TILE_COLS = 16, 128  # calibration.GEMM_TILE_ROWS, GEMM_TILE_COLS (sources there)
+FITTED = ("dense-bf16", "dense-fp8", "grouped-bf16")
+
+
+@contextmanager
+def _tiles(rows: int):
+    old = cal.GEMM_TILE_ROWS, cal.GEMM_TILE_COLS
+    cal.GEMM_TILE_ROWS, cal.GEMM_TILE_COLS = rows, TILE_COLS
+    try:
+        yield
+    finally:
+        cal.GEMM_TILE_ROWS, cal.GEMM_TILE_COLS = old
+
+
+def load(path: Path) -> pd.DataFrame:
+    d = pd.read_csv(path)
+    d = d[d["error"].isna()].copy() if "error" in d else d
+    d["cls"] = np.where(d["family"] == "dense", "dense", "grouped") + "-" + d["dtype"]
+    return d
+
+
+def predict(d: pd.DataFrame, fixed_s: float, power: float, scale: dict[str, float], waves: bool = False,
+            rows: int = TILE_ROWS):
+    m, n, k, g = (d[c].to_numpy(float) for c in ("m", "n", "k", "groups"))
+    wb = d["dtype"].map({"bf16": 2.0, "fp8": 1.0}).to_numpy()
+    rate = d["dtype"].map(MAMF).to_numpy() * d["cls"].map(scale).to_numpy()
+    if waves:  # whole tiles on whole waves of the SMs
+        tiles = np.ceil(g * np.ceil(m / rows) * np.ceil(n / TILE_COLS) / SMS) * SMS
+        t_c = tiles * 2.0 * rows * TILE_COLS * k / rate
+    else:  # the engine's rule (llmsim/engine/gemm_shape.py), at these tiles
+        with _tiles(rows):
+            t_c = 2.0 * g * m * n * k * gemm_shape.tile_factor(m, n) / rate
+    t_m = g * (m * k * wb + n * k * wb + m * n * 2.0) / HBM
+    return fixed_s + (t_c**power + t_m**power) ** (1.0 / power)
+
+
+def fit(d: pd.DataFrame, waves: bool = False, rows: int = TILE_ROWS):
+    sub = d[d["cls"].isin(FITTED)]
+    y = sub["time_s"].to_numpy()
+
+    def resid(x):
+        return np.log(predict(sub, x[0] * 1e-6, x[1], dict(zip(FITTED, x[2:])), waves, rows) / y)
+
+    sol = least_squares(resid, [4.0, 2.0, 1.0, 1.0, 1.0], bounds=([0, 1, 0.3, 0.3, 0.3], [100, 20, 1.5, 1.5, 1.5]))
+    return sol.x[0] * 1e-6, sol.x[1], dict(zip(FITTED, sol.x[2:]))
+
+
+def old_rule(d: pd.DataFrame):
+    m, n, k, g = (d[c].to_numpy(float) for c in ("m", "n", "k", "groups"))
+    wb = d["dtype"].map({"bf16": 2.0, "fp8": 1.0}).to_numpy()
+    dmin = np.minimum(np.minimum(m, n), k)
+    t_c = 2.0 * g * m * n * k / (d["dtype"].map(MAMF).to_numpy() * dmin / (dmin + 64))
+    return np.maximum(t_c, g * (m * k * wb + n * k * wb + m * n * 2.0) / HBM)
+
+
+def error_table(d: pd.DataFrame, pred, label: str) -> str:
+    r = np.log(d["time_s"].to_numpy() / pred)
+    lines = [f"{label}:"]
+    for cls, idx in d.groupby("cls").groups.items():
+        x = r[d.index.get_indexer(idx)]
+        lines.append(f"  {cls:13s} {len(x):4d} kernels: measured/model geo-mean {np.exp(x.mean()):.2f}, "
+                     f"mean |error| {np.exp(np.abs(x)).mean() - 1:6.1%}")
+    for lo, hi in ((0, 64), (64, 512), (512, 4096), (4096, np.inf)):
+        sel = ((d["m"] >= lo) & (d["m"] < hi) & d["cls"].isin(FITTED)).to_numpy()
+        lines.append(f"  M in [{lo}, {hi}): mean |error| {np.exp(np.abs(r[sel])).mean() - 1:6.1%} (fitted classes)")
+    return "\n".join(lines)
+
+
+def constants(path: Path) -> dict[str, float]:
+    """The constants as calibration.py holds them: 2 significant digits."""
+    fixed_s, power, _ = fit(load(path))
+    return {"GEMM_FIXED_S": float(f"{fixed_s:.2g}"), "GEMM_BLEND_POWER": float(f"{power:.2g}")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", type=Path, default=HERE / "h200" / "steady_gemm.csv")
+    args = ap.parse_args()
+    d = load(args.csv).reset_index(drop=True)
+    fixed_s, power, scale = fit(d)
+    print(f"fit over {d['cls'].isin(FITTED).sum()} kernels: fixed {fixed_s * 1e6:.2f} us, blend power {power:.3f}, "
+          "rate / MAMF " + ", ".join(f"{k} {v:.3f}" for k, v in scale.items()))
+    scale_all = {**scale, "grouped-fp8": scale["dense-fp8"]}
+    print(error_table(d, predict(d, fixed_s, power, scale_all), "tile-quantised model (grouped fp8 at the dense fp8 rate)"))
+    for rows in (64, 128):
+        for waves in (False, True):
+            wf, wp, ws = fit(d, waves, rows)
+            print(error_table(d, predict(d, wf, wp, {**ws, "grouped-fp8": ws["dense-fp8"]}, waves, rows),
+                              f"variant: {rows}-row tiles, waves {'quantised on ' + str(SMS) + ' SMs' if waves else 'not quantised'}"
+                              f" (fixed {wf * 1e6:.2f} us, power {wp:.2f})"))
+    print(error_table(d, old_rule(d), "rule replaced: MAMF x d/(d+64), max(compute, memory), no fixed time"))
+    print("constants:", constants(args.csv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""GEMM time by shape (engine/gemm_shape.py): tile padding, the compute/memory blend, the fixed cost, and the
+derivation of the constants from the committed H200 measurements."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmsim.engine import calibration as cal
+from llmsim.engine import gemm_shape
+from llmsim.engine.compute import gemm, kernel_time, op_time
+from llmsim.spec.convert import accelerator_values
+from llmsim.spec.presets import PresetRegistry
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return accelerator_values(PresetRegistry().get("accelerators", "h100-sxm"))
+
+
+def test_tile_factor_pads_rows_to_16_and_columns_to_128():
+    # 3 rows in one 16-row tile: 16/3; 200 columns in two 128-column tiles: 256/200
+    assert gemm_shape.tile_factor(3, 200) == pytest.approx(16 / 3 * 256 / 200, rel=1e-12)
+    # rows past one tile: their last tile half full on average, 4096 + 8 rows; 1536 columns are 12 whole tiles
+    assert gemm_shape.tile_factor(4096, 1536) == pytest.approx(4104 / 4096, rel=1e-12)
+    assert gemm_shape.tile_factor(0, 128) == 1.0  # an empty output is not padded
+    # arrays pad element by element: 8 rows take a whole tile (16/8), 40 rows 40 + 8 (48/40)
+    assert gemm_shape.tile_factor(np.array([8.0, 40.0]), 128) == pytest.approx([2.0, 48 / 40], rel=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(m=st.floats(1e-3, 1e6), grow=st.floats(1.0, 4.0))
+def test_padded_rows_grow_with_the_rows(m, grow):
+    # what sweeps and the serving loop need: more rows never compute fewer padded rows, and never fewer than
+    # they have (no jump either: max(16, m + 8) is continuous)
+    padded = m * gemm_shape.tile_factor(m, 128)
+    assert padded >= m and m * grow * gemm_shape.tile_factor(m * grow, 128) >= padded * (1 - 1e-12)
+
+
+def test_small_gemm_by_hand(h100):
+    # Qwen3-30B-A3B's expert up-projection for 40 rows: M 40, N 1536, K 2048, bf16 on an H100.
+    # rate = 794.5 TFLOP/s (MAMF) x KERNEL_EFFICIENCY; 40 rows compute as 40 + 16/2 = 48:
+    #   compute 2 x 48 x 1536 x 2048 / rate; memory (40 x 2048 + 40 x 1536) x 2 B + 1536 x 2048 x 2 B
+    #   = 286,720 + 6,291,456 = 6,578,176 B at 3.35 TB/s x 0.85
+    op = gemm("experts_up", 40, 1536, 2048, 2.0)
+    rate = 794.5e12 * cal.KERNEL_EFFICIENCY
+    t_c = 2 * 48 * 1536 * 2048 / rate
+    t_m = 6_578_176 / (3.35e12 * 0.85)
+    p = cal.GEMM_BLEND_POWER
+    assert op_time(op, h100, "bf16") == pytest.approx((t_c**p + t_m**p) ** (1 / p), rel=1e-9)
+    # one forward kernel: the training step's per-kernel cost and the GEMM's fixed time on top
+    assert kernel_time(op, h100, "bf16") == pytest.approx(
+        (t_c**p + t_m**p) ** (1 / p) + cal.KERNEL_OVERHEAD_S + cal.GEMM_FIXED_S, rel=1e-9)
+    # with KERNEL_EFFICIENCY about 0.77: t_c = 302 MFLOP / 611 TFLOP/s = 0.49 us against t_m = 2.31 us, so the
+    # memory roof sets the time and the blend adds (0.21)^2.6 / 2.6 = 0.7%
+    assert 4 * t_c < t_m < 5 * t_c
+
+
+def test_large_gemm_keeps_the_calibrated_rate(h100):
+    # 8192^3 in bf16: 8 rows of padding (0.1%), memory 3 x 8192^2 x 2 B = 403 MB against 1.1 TFLOP, so the
+    # blended time is the compute time at MAMF x KERNEL_EFFICIENCY within 0.1% + (t_m / t_c)^2.6 / 2.6 < 0.2%:
+    # the rule it replaced gave the same rate times 8192 / (8192 + 64) = 0.992
+    op = gemm("mlp_up", 8192, 8192, 8192, 2.0)
+    t_c = 2 * 8192**3 / (794.5e12 * cal.KERNEL_EFFICIENCY)
+    assert op_time(op, h100, "bf16") == pytest.approx(t_c, rel=2e-3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.floats(1, 1e5), n=st.floats(16, 6e4), k=st.floats(16, 6e4), grow=st.floats(1.0, 8.0))
+def test_more_rows_never_take_less_time_and_no_roof_is_beaten(h100, m, n, k, grow):
+    small, big = gemm("g", m, n, k, 2.0), gemm("g", m * grow, n, k, 2.0)
+    assert op_time(big, h100, "bf16") >= op_time(small, h100, "bf16") * (1 - 1e-12)
+    t = op_time(small, h100, "bf16")
+    assert t >= small.flops / (794.5e12 * cal.KERNEL_EFFICIENCY) * (1 - 1e-12)  # the compute roof, unpadded
+    assert t >= small.bytes / (3.35e12 * 0.85) * (1 - 1e-12)  # the memory roof
+
+
+def test_the_derivation_script_reproduces_the_constants():
+    spec = importlib.util.spec_from_file_location("fit_gemm_shape", ROOT / "benchmarks" / "kernels" / "fit_gemm_shape.py")
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    derived = fit.constants(ROOT / "benchmarks" / "kernels" / "h200" / "steady_gemm.csv")
+    assert derived == {"GEMM_FIXED_S": cal.GEMM_FIXED_S, "GEMM_BLEND_POWER": cal.GEMM_BLEND_POWER}
+    assert (fit.TILE_ROWS, fit.TILE_COLS) == (cal.GEMM_TILE_ROWS, cal.GEMM_TILE_COLS)

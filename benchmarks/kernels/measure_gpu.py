@@ -16,6 +16,8 @@ with the L2 flushed before each launch, ``triton.testing.do_bench``):
 - ``steady_gemm.csv``: the same GEMMs back to back in a replayed CUDA graph, cycling through enough weight
   copies to stream them from HBM (no launch gaps, no flush): dense bf16 and fp8, grouped bf16 and fp8
   (``torch._scaled_grouped_mm``, row-wise scales);
+- ``backward_gemm.csv``: the input- and weight-gradient GEMMs of the same dense and grouped shapes, back to
+  back in a replayed graph;
 - ``moe_layer.csv``: one routed-expert MLP forward eager and as a replayed graph (host-bound or not);
 - ``attention.csv``: ``scaled_dot_product_attention`` forward and backward (flash and cuDNN back ends),
   causal, head dim 128.
@@ -349,6 +351,61 @@ def run_steady(out: Path, deadline: float):
     w.close()
 
 
+# ---------------------------------------------------------------- backward GEMMs (steady state)
+def run_backward(out: Path, deadline: float):
+    """The two backward GEMMs of a linear layer Y[M,N] = X[M,K] W[N,K]^T, back to back in a graph: the input
+    gradient dX = dY W (output M x K, reduces over N) and the weight gradient dW = dY^T X (output N x K,
+    reduces over the M tokens); for routed experts as grouped GEMMs (``torch._grouped_mm``: 2d x 3d for dX,
+    2d x 2d with offsets along the tokens for dW)."""
+    w = Writer(out / "backward_gemm.csv", ["family", "pass", "groups", "m", "n", "k", "copies", "time_s", "tflops"])
+    bf = torch.bfloat16
+    for n, k in STEADY_NK:
+        copies = int(min(64, max(4, math.ceil(400e6 / (n * k))))) if DEV == "cuda" else 1
+        ws = [torch.randn(n, k, device=DEV, dtype=bf) for _ in range(copies)]
+        for m in (128, 512, 2048, 8192):
+            dy = torch.randn(m, n, device=DEV, dtype=bf)
+            x = torch.randn(m, k, device=DEV, dtype=bf)
+            for kind, fn in (("dgrad", lambda: [torch.matmul(dy, q) for q in ws]),  # noqa: B023
+                             ("wgrad", lambda: [torch.matmul(dy.t(), x) for _ in ws])):  # noqa: B023
+                if time.time() > deadline:
+                    w.close()
+                    return
+                row = {"family": "dense", "pass": kind, "groups": 1, "m": m, "n": n, "k": k, "copies": copies}
+                try:
+                    t = _replay_s(fn) / copies
+                    w.row(**row, time_s=f"{t:.6e}", tflops=f"{2*m*n*k/t/1e12:.2f}")
+                except Exception as e:  # noqa: BLE001
+                    w.row(**row, error=_err(e))
+        ws = None
+        torch.cuda.empty_cache()
+    fn_mm = getattr(torch.nn.functional, "grouped_mm", None) or torch._grouped_mm
+    for model, g, hidden, up_n, down_k in MOE[:3] + MOE[4:5]:
+        for proj, n, k in (("up", up_n, hidden), ("down", hidden, down_k)):
+            wt = torch.randn(g, n, k, device=DEV, dtype=bf)  # W[G, N, K]: dX = dY W is [M, N] x [N, K]
+            for m in (16, 64, 128, 256, 512, 1024, 2048):
+                if g * m * max(n, k) > 2**31:
+                    continue
+                dy = torch.randn(g * m, n, device=DEV, dtype=bf)
+                x = torch.randn(g * m, k, device=DEV, dtype=bf)
+                offs = torch.arange(m, g * m + 1, m, device=DEV, dtype=torch.int32)
+                dyt = dy.t().contiguous().t()  # column-major copy: dY^T row-major for the token-offset GEMM
+                for kind, fn in (("dgrad", lambda: fn_mm(dy, wt, offs=offs)),  # noqa: B023
+                                 ("wgrad", lambda: fn_mm(dyt.t(), x, offs=offs))):  # noqa: B023
+                    if time.time() > deadline:
+                        w.close()
+                        return
+                    row = {"family": f"grouped:{model}:{proj}", "pass": kind, "groups": g, "m": m, "n": n, "k": k,
+                           "copies": 1}
+                    try:
+                        t = _replay_s(fn)
+                        w.row(**row, time_s=f"{t:.6e}", tflops=f"{2*g*m*n*k/t/1e12:.2f}")
+                    except Exception as e:  # noqa: BLE001
+                        w.row(**row, error=_err(e))
+            wt = None
+            torch.cuda.empty_cache()
+    w.close()
+
+
 # ---------------------------------------------------------------- one MoE layer, eager against graph
 def run_moe_layer(out: Path, deadline: float):
     """Forward of a routed-expert MLP as Megatron-Core runs it without CUDA graphs (router GEMM, softmax,
@@ -527,14 +584,15 @@ def main() -> int:
         pass
     torch.backends.cuda.matmul.allow_tf32 = False
     share = {"gemm": 0.40, "grouped": 0.30, "memory": 0.08, "launch": 0.05, "attention": 0.17, "steady": 0.5,
-             "moe_layer": 0.2}
+             "moe_layer": 0.2, "backward": 0.5}
     t0 = time.time()
     for name in args.only.split(","):
         start = time.time()
         deadline = start + share[name] * args.budget_s
         try:
             {"gemm": run_gemm, "grouped": run_grouped, "memory": run_memory, "launch": run_launch,
-             "attention": run_attention, "steady": run_steady, "moe_layer": run_moe_layer}[name](args.out, deadline)
+             "attention": run_attention, "steady": run_steady, "moe_layer": run_moe_layer,
+             "backward": run_backward}[name](args.out, deadline)
         except Exception:  # noqa: BLE001
             env[f"{name}_error"] = traceback.format_exc()[-1500:]
         env[f"{name}_s"] = round(time.time() - start, 1)

@@ -25,9 +25,8 @@ the constants.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pandas as pd

@@ -75,23 +75,31 @@ def predict(d: pd.DataFrame, fixed_s: float, power: float, scale: dict[str, floa
     return fixed_s + (t_c**power + t_m**power) ** (1.0 / power)
 
 
-def fit(d: pd.DataFrame, waves: bool = False, rows: int = TILE_ROWS):
+def fit(d: pd.DataFrame, waves: bool = False, rows: int = TILE_ROWS, power: float | None = None, old: bool = False):
+    """(fixed time, blend power, rate scale per class) fitted on the FITTED classes; ``power`` fixed if given;
+    ``old``: the rule replaced, with a fixed time and rate scales fitted too (a fair comparison)."""
     sub = d[d["cls"].isin(FITTED)]
     y = sub["time_s"].to_numpy()
 
+    def unpack(x):
+        return x[0] * 1e-6, (power if power is not None else x[1]), dict(zip(FITTED, x[2:]))
+
     def resid(x):
-        return np.log(predict(sub, x[0] * 1e-6, x[1], dict(zip(FITTED, x[2:])), waves, rows) / y)
+        fixed_s, pw, scale = unpack(x)
+        pred = old_rule(sub, fixed_s, scale) if old else predict(sub, fixed_s, pw, scale, waves, rows)
+        return np.log(pred / y)
 
     sol = least_squares(resid, [4.0, 2.0, 1.0, 1.0, 1.0], bounds=([0, 1, 0.3, 0.3, 0.3], [100, 20, 1.5, 1.5, 1.5]))
-    return sol.x[0] * 1e-6, sol.x[1], dict(zip(FITTED, sol.x[2:]))
+    return unpack(sol.x)
 
 
-def old_rule(d: pd.DataFrame):
+def old_rule(d: pd.DataFrame, fixed_s: float = 0.0, scale: dict[str, float] | None = None):
     m, n, k, g = (d[c].to_numpy(float) for c in ("m", "n", "k", "groups"))
     wb = d["dtype"].map({"bf16": 2.0, "fp8": 1.0}).to_numpy()
     dmin = np.minimum(np.minimum(m, n), k)
-    t_c = 2.0 * g * m * n * k / (d["dtype"].map(MAMF).to_numpy() * dmin / (dmin + 64))
-    return np.maximum(t_c, g * (m * k * wb + n * k * wb + m * n * 2.0) / HBM)
+    rate = d["dtype"].map(MAMF).to_numpy() * (1.0 if scale is None else d["cls"].map(scale).to_numpy())
+    t_c = 2.0 * g * m * n * k / (rate * dmin / (dmin + 64))
+    return fixed_s + np.maximum(t_c, g * (m * k * wb + n * k * wb + m * n * 2.0) / HBM)
 
 
 def error_table(d: pd.DataFrame, pred, label: str) -> str:
@@ -123,14 +131,24 @@ def main() -> None:
           "rate / MAMF " + ", ".join(f"{k} {v:.3f}" for k, v in scale.items()))
     scale_all = {**scale, "grouped-fp8": scale["dense-fp8"]}
     print(error_table(d, predict(d, fixed_s, power, scale_all), "tile-quantised model (grouped fp8 at the dense fp8 rate)"))
-    for rows in (64, 128):
-        for waves in (False, True):
-            wf, wp, ws = fit(d, waves, rows)
-            print(error_table(d, predict(d, wf, wp, {**ws, "grouped-fp8": ws["dense-fp8"]}, waves, rows),
-                              f"variant: {rows}-row tiles, waves {'quantised on ' + str(SMS) + ' SMs' if waves else 'not quantised'}"
-                              f" (fixed {wf * 1e6:.2f} us, power {wp:.2f})"))
+    for rows, waves in ((TILE_ROWS, True), (64, False), (64, True), (128, False), (128, True)):
+        wf, wp, ws = fit(d, waves, rows)
+        print(error_table(d, predict(d, wf, wp, {**ws, "grouped-fp8": ws["dense-fp8"]}, waves, rows),
+                          f"variant: {rows}-row tiles, waves {'quantised on ' + str(SMS) + ' SMs' if waves else 'not quantised'}"
+                          f" (fixed {wf * 1e6:.2f} us, power {wp:.2f})"))
+    hf, hp, hs = fit(d, power=50.0)
+    print(error_table(d, predict(d, hf, hp, {**hs, "grouped-fp8": hs["dense-fp8"]}),
+                      f"variant: no blend, the larger of compute and memory (power 50; fixed {hf * 1e6:.2f} us)"))
     print(error_table(d, old_rule(d), "rule replaced: MAMF x d/(d+64), max(compute, memory), no fixed time"))
+    of, _, os_ = fit(d, old=True)
+    print(error_table(d, old_rule(d, of, {**os_, "grouped-fp8": os_["dense-fp8"]}),
+                      f"rule replaced, with a fixed time ({of * 1e6:.2f} us) and rate scales fitted as above"))
     print("constants:", constants(args.csv))
+    repeat = HERE / "h200" / "steady_gemm_repeat.csv"
+    if args.csv == HERE / "h200" / "steady_gemm.csv" and repeat.exists():
+        rf, rp, rs = fit(load(repeat).reset_index(drop=True))
+        print(f"repeat run (clocks warmed 2 s, median of 5 timings): fixed {rf * 1e6:.2f} us, blend power {rp:.3f}, "
+              "rate / MAMF " + ", ".join(f"{k} {v:.3f}" for k, v in rs.items()))
 
 
 if __name__ == "__main__":

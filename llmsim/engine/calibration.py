@@ -63,7 +63,8 @@ DEFAULT_MATMUL_FRACTION = 0.75
 # csrc/quantization/gptq_marlin/gptq_marlin.cu thread_m_blocks = div_ceil(prob_m, 16)), by 128 columns (the N
 # of CUTLASS's Hopper tiles, TileShape 128x128x64). Of 16-, 64- and 128-row tiles the 16-row one fits the H200
 # kernels below best (dense bf16 mean error 7.8%, 8.4%, 8.7%) and the serving records of the calibration set
-# too (in-sample 8.1%, 8.3%, 10.8% with INFERENCE_KERNEL_OVERHEAD_S refitted).
+# too (in-sample 8.1%, 8.3%, 10.8%, INFERENCE_KERNEL_OVERHEAD_S refitted on them alone; a one-off experiment of
+# 2026-11-28, docs/methodology.md section 2.2).
 GEMM_TILE_ROWS = 16
 GEMM_TILE_COLS = 128
 # Fixed time of a GEMM kernel, and the power that blends its compute and memory times: least squares over

@@ -43,8 +43,7 @@ def gemm(name: str, m, n, k, wbytes: float, count: float = 1.0) -> Op:
     """C[m,n] = A[m,k] B[k,n]: 2mnk FLOPs; reads A (activations) and B (weights), writes C."""
     flops = 2.0 * m * n * k
     nbytes = (m * k + m * n) * ACT_BYTES + k * n * wbytes
-    return Op(name, "gemm", flops, nbytes, np.minimum(np.minimum(m, n), k), 2.0, count,
-              cast_elems=(m * k, m * n), rows=m, cols=n)
+    return Op(name, "gemm", flops, nbytes, np.inf, 2.0, count, cast_elems=(m * k, m * n), rows=m, cols=n)
 
 
 def elementwise(name: str, elements, reads: float, writes: float, count: float = 1.0) -> Op:
@@ -215,9 +214,8 @@ def _scale(op: Op, times, kernels, rate: float) -> Op:
     nbytes = op.bytes * times
     # Transformer Engine's GroupedLinear (Megatron-Core --moe-grouped-gemm) issues one cuBLAS GEMM per
     # local expert over several streams (te_general_grouped_gemm): each pays a kernel's fixed cost
-    return Op(op.name, op.kind, op.flops * times, nbytes, op.min_dim, op.bwd_ratio, op.count,
-              cast_elems=tuple(e * times for e in op.cast_elems), kernels=kernels, rate_scale=rate,
-              rows=op.rows, cols=op.cols)
+    return replace(op, flops=op.flops * times, bytes=nbytes, cast_elems=tuple(e * times for e in op.cast_elems),
+                   kernels=kernels, rate_scale=rate)
 
 
 def expert_gemm_rate(p: Parallel, acc: Accelerator) -> float:

@@ -8,8 +8,8 @@ and columns past the edge of C are computed all the same, so the tensor cores do
 (rows: the last tile is on average half full, ``tile_factor``; a grouped GEMM pads each group's rows: an
 expert with 3 tokens still costs a 16-row tile). Waves are not
 quantised: cuBLAS's heuristics and stream-K kernels spread a last partial wave over the SMs (Osama et al.
-2023, arXiv 2301.03598); on an H200 the wave-quantised variant fits 20-22% worse
-(``benchmarks/kernels/fit_gemm_shape.py``). The compute time t_c = F_tiles / rate and the memory time
+2023, arXiv 2301.03598); on an H200, quantising waves on the 132 SMs changes little with 16-row tiles and fits
+dense GEMMs at 20-22% error with 128-row ones (``benchmarks/kernels/fit_gemm_shape.py``). The compute time t_c = F_tiles / rate and the memory time
 t_m = bytes / bandwidth do not overlap perfectly near the ridge point; measured kernels follow
 
     t = (t_c^p + t_m^p)^(1/p) + GEMM_FIXED_S       (p = GEMM_BLEND_POWER)

@@ -44,12 +44,12 @@ def test_padded_rows_grow_with_the_rows(m, grow):
 
 def test_small_gemm_by_hand(h100):
     # Qwen3-30B-A3B's expert up-projection for 40 rows: M 40, N 1536, K 2048, bf16 on an H100.
-    # rate = 794.5 TFLOP/s (MAMF) x KERNEL_EFFICIENCY 0.7529 = 598.2 TFLOP/s; 40 rows compute as 40 + 16/2 = 48:
+    # rate = 794.5 TFLOP/s (MAMF) x KERNEL_EFFICIENCY 0.7530 = 598.3 TFLOP/s; 40 rows compute as 40 + 16/2 = 48:
     #   compute 2 x 48 x 1536 x 2048 = 302.0 MFLOP / 598.2e12 = 0.5048 us;
     #   memory (40 x 2048 + 40 x 1536) x 2 B + 1536 x 2048 x 2 B = 6,578,176 B / (3.35e12 x 0.85) = 2.3101 us;
     #   blended (0.5048^2.6 + 2.3101^2.6)^(1/2.6) = 2.3101 x (1 + 0.2185^2.6)^(1/2.6) = 2.3101 x 1.00720 = 2.3267 us
     op = gemm("experts_up", 40, 1536, 2048, 2.0)
-    k = cal.KERNEL_EFFICIENCY / 0.7529  # the compute time above scales with the fitted constant
+    k = cal.KERNEL_EFFICIENCY / 0.7530  # the compute time above scales with the fitted constant
     t_c, t_m = 0.5048e-6 / k, 2.3101e-6
     expected = (t_c**2.6 + t_m**2.6) ** (1 / 2.6)
     assert expected == pytest.approx(2.3267e-6, rel=1e-3) or k != 1.0
@@ -114,7 +114,8 @@ def test_the_derivation_script_reproduces_the_constants():
     fit = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fit)
     derived = fit.constants(ROOT / "benchmarks" / "kernels" / "h200" / "steady_gemm.csv")
-    assert derived == {"GEMM_FIXED_S": cal.GEMM_FIXED_S, "GEMM_BLEND_POWER": cal.GEMM_BLEND_POWER}
+    assert derived == {"GEMM_FIXED_S": cal.GEMM_FIXED_S, "GEMM_BLEND_POWER": cal.GEMM_BLEND_POWER,
+                       "WGRAD_TILE_DEPTH": cal.WGRAD_TILE_DEPTH}
     assert (fit.TILE_ROWS, fit.TILE_COLS) == (cal.GEMM_TILE_ROWS, cal.GEMM_TILE_COLS)
 
 
@@ -127,3 +128,31 @@ def test_the_per_operator_check_runs_on_the_committed_measurements():
     rows = cmp.rows()
     assert rows[0][3] == pytest.approx(4231.0e9 / 4.08e12, rel=1e-3)
     assert len(rows) == 10 and all(np.isfinite(r[3]) and r[3] > 0 for r in rows)
+
+
+def test_backward_runs_the_input_and_weight_gradients_by_hand(h100):
+    # M 1024, N 4096, K 4096 in bf16 on an H100; rate 794.5 TFLOP/s x 0.7530 = 598.3 TFLOP/s, HBM 2.8475 TB/s.
+    # Unpadded compute 2 x 1024 x 4096 x 4096 = 34.36 GFLOP / 598.2e12 = 57.44 us; memory (1024 x 4096 x 2 x 2
+    # + 4096 x 4096 x 2) B = 50.33 MB / 2.8475e12 = 17.68 us for each GEMM.
+    # Input gradient, tiles 1024 x 4096: rows (1024 + 8) / 1024 -> 57.89 us, blended with 17.68 us: 58.89 us.
+    # Weight gradient, tiles 4096 x 4096: (4096 + 8) / 4096 -> 57.55 us, blended: 58.57 us (a dense GEMM: no
+    # reduction-depth cost). Backward 117.46 us, plus two kernels of (1.0 + 4.0) us.
+    from llmsim.engine.compute import _scale
+
+    op = gemm("mlp_up", 1024, 4096, 4096, 2.0)
+    k = cal.KERNEL_EFFICIENCY / 0.7530
+
+    def blend(c, m):
+        return (c**2.6 + m**2.6) ** (1 / 2.6)
+
+    expected = blend(57.89e-6 / k, 17.68e-6) + blend(57.55e-6 / k, 17.68e-6)
+    assert expected == pytest.approx(117.46e-6, rel=1e-3) or k != 1.0
+    assert kernel_time(op, h100, "bf16", backward=True) == pytest.approx(
+        expected + 2 * (cal.KERNEL_OVERHEAD_S + 4.0e-6), rel=1e-3)
+    # one expert of a grouped GEMM with 64 rows: forward 2 x 72 x 4096^2 / 598.2e12 = 4.04 us of compute against
+    # 34.6 MB / 2.8475e12 = 12.15 us of memory, 12.3 us blended, + 5 us: 17.3 us. Backward: the input gradient
+    # the same 12.3 us; the weight gradient reduces over 64 rows, 3.59 us x 1.002 x (1 + 230/64) = 16.53 us
+    # against 12.15 us: 19.06 us; + 10 us: 41.4 us, 2.39x the forward, where twice the forward's work gave 2.0x
+    few = _scale(gemm("experts_up", 64, 4096, 4096, 2.0), 1, 1.0, 1.0)
+    ratio = kernel_time(few, h100, "bf16", backward=True) / kernel_time(few, h100, "bf16")
+    assert ratio == pytest.approx(2.39, abs=0.03)

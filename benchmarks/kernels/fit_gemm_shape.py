@@ -115,10 +115,41 @@ def error_table(d: pd.DataFrame, pred, label: str) -> str:
     return "\n".join(lines)
 
 
+def wgrad_depth(backward: pd.DataFrame, fixed_s: float, power: float, scale: dict[str, float], depth=None,
+                family: str = "grouped"):
+    """(rows of reduction a weight-gradient tile's fixed work is worth, log errors, classes) over the grouped
+    (``family`` "grouped") or dense weight gradients of ``backward`` (backward_gemm.csv), the engine's rule
+    (gemm_shape.wgrad_depth_factor) at the constants given; ``depth`` fixed if given."""
+    w = backward[(backward["pass"] == "wgrad") & backward["error"].isna()
+                 & (backward["family"].str.startswith("grouped") == (family == "grouped"))]
+    m, n, k, g = (w[c].to_numpy(float) for c in ("m", "n", "k", "groups"))
+    cls = np.where(w["family"] == "dense", "dense-bf16", "grouped-bf16")
+    rate = MAMF["bf16"] * np.array([scale[c] for c in cls])
+    t_m = g * (m * n * 2.0 + m * k * 2.0 + n * k * 2.0) / HBM
+    y = w["time_s"].to_numpy()
+
+    def resid(d):
+        old = cal.WGRAD_TILE_DEPTH
+        cal.WGRAD_TILE_DEPTH = float(d)
+        try:
+            t_c = 2.0 * g * m * n * k * gemm_shape.tile_factor(n, k) * gemm_shape.wgrad_depth_factor(m) / rate
+        finally:
+            cal.WGRAD_TILE_DEPTH = old
+        return np.log((fixed_s + (t_c**power + t_m**power) ** (1.0 / power)) / y)
+
+    if depth is None:
+        depth = float(least_squares(lambda x: resid(x[0]), [100.0], bounds=([0.0], [5000.0])).x[0])
+    return depth, resid(depth), cls
+
+
 def constants(path: Path) -> dict[str, float]:
-    """The constants as calibration.py holds them: 2 significant digits."""
-    fixed_s, power, _ = fit(load(path))
-    return {"GEMM_FIXED_S": float(f"{fixed_s:.2g}"), "GEMM_BLEND_POWER": float(f"{power:.2g}")}
+    """The constants as calibration.py holds them: 2 significant digits (the weight-gradient depth fitted at the
+    rounded fixed time and power, on backward_gemm.csv beside ``path``)."""
+    fixed_s, power, scale = fit(load(path))
+    out = {"GEMM_FIXED_S": float(f"{fixed_s:.2g}"), "GEMM_BLEND_POWER": float(f"{power:.2g}")}
+    depth, _, _ = wgrad_depth(pd.read_csv(path.parent / "backward_gemm.csv"), out["GEMM_FIXED_S"],
+                              out["GEMM_BLEND_POWER"], scale)
+    return {**out, "WGRAD_TILE_DEPTH": float(f"{depth:.2g}")}
 
 
 def main() -> None:
@@ -143,7 +174,14 @@ def main() -> None:
     of, _, os_ = fit(d, old=True)
     print(error_table(d, old_rule(d, of, {**os_, "grouped-fp8": os_["dense-fp8"]}),
                       f"rule replaced, with a fixed time ({of * 1e6:.2f} us) and rate scales fitted as above"))
-    print("constants:", constants(args.csv))
+    c = constants(args.csv)
+    back = pd.read_csv(args.csv.parent / "backward_gemm.csv")
+    for family in ("grouped", "dense"):
+        for label, depth in (("fitted", None), ("none", 0.0)):
+            dep, r, _ = wgrad_depth(back, c["GEMM_FIXED_S"], c["GEMM_BLEND_POWER"], scale, depth, family)
+            print(f"{family} weight-gradient GEMMs ({len(r)}), tile depth {label} ({dep:.0f} rows): mean |error| "
+                  f"{np.exp(np.abs(r)).mean() - 1:.1%}, model / measured geo-mean {np.exp(r.mean()):.2f}")
+    print("constants:", c)
     repeat = HERE / "h200" / "steady_gemm_repeat.csv"
     if args.csv == HERE / "h200" / "steady_gemm.csv" and repeat.exists():
         rf, rp, rs = fit(load(repeat).reset_index(drop=True))

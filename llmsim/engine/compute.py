@@ -37,13 +37,15 @@ class Op:
     rate_scale: float = 1.0  # compute rate of its kernel over the device's own GEMMs (expert_gemm_rate)
     rows: float = 0.0  # GEMM: output rows (M) and columns (N) of one group; 0: no tile padding
     cols: float = 0.0
+    depth: float = 0.0  # GEMM: the forward's reduction dimension (K); 0: unknown
+    grouped: bool = False  # GEMM: the routed experts' grouped GEMM (its weight gradient reduces over each expert's rows)
 
 
 def gemm(name: str, m, n, k, wbytes: float, count: float = 1.0) -> Op:
     """C[m,n] = A[m,k] B[k,n]: 2mnk FLOPs; reads A (activations) and B (weights), writes C."""
     flops = 2.0 * m * n * k
     nbytes = (m * k + m * n) * ACT_BYTES + k * n * wbytes
-    return Op(name, "gemm", flops, nbytes, np.inf, 2.0, count, cast_elems=(m * k, m * n), rows=m, cols=n)
+    return Op(name, "gemm", flops, nbytes, np.inf, 2.0, count, cast_elems=(m * k, m * n), rows=m, cols=n, depth=k)
 
 
 def elementwise(name: str, elements, reads: float, writes: float, count: float = 1.0) -> Op:
@@ -215,7 +217,7 @@ def _scale(op: Op, times, kernels, rate: float) -> Op:
     # Transformer Engine's GroupedLinear (Megatron-Core --moe-grouped-gemm) issues one cuBLAS GEMM per
     # local expert over several streams (te_general_grouped_gemm): each pays a kernel's fixed cost
     return replace(op, flops=op.flops * times, bytes=nbytes, cast_elems=tuple(e * times for e in op.cast_elems),
-                   kernels=kernels, rate_scale=rate)
+                   kernels=kernels, rate_scale=rate, grouped=True)
 
 
 def expert_gemm_rate(p: Parallel, acc: Accelerator) -> float:
@@ -373,10 +375,23 @@ def kernel_time(op: Op, acc: Accelerator, precision: str, kernel: str = "auto", 
     ``bwd_ratio`` times the forward's work in two kernels (input gradient and weight gradient)."""
     fixed = cal.GEMM_FIXED_S if op.kind == "gemm" else 0.0
     if backward:
-        return (op_time(op, acc, precision, backward=True, kernel=kernel) * op.bwd_ratio
-                + 2 * op.kernels * (cal.KERNEL_OVERHEAD_S + fixed))
+        return _backward_time(op, acc, precision, kernel) + 2 * op.kernels * (cal.KERNEL_OVERHEAD_S + fixed)
     per_kernel = cal.INFERENCE_KERNEL_OVERHEAD_S if inference else cal.KERNEL_OVERHEAD_S
     return op_time(op, acc, precision, kernel=kernel) + op.kernels * (per_kernel + fixed)
+
+
+def _backward_time(op: Op, acc: Accelerator, precision: str, kernel: str):
+    """Roofline time of ``op``'s backward: for a GEMM Y[M,N] = X[M,K] W[N,K]^T, the input gradient (tiles M x K)
+    and the weight gradient (tiles N x K; a grouped expert GEMM's reduces over few rows: ``wgrad_depth_factor``),
+    each of the forward's FLOPs and bytes (engine/gemm_shape.py); other ops: ``bwd_ratio`` x the forward."""
+    if op.kind != "gemm" or op.bwd_ratio != 2.0 or not np.all(np.asarray(op.depth) > 0):
+        return op_time(op, acc, precision, backward=True, kernel=kernel) * op.bwd_ratio
+    t_compute, t_memory = _compute_memory(op, acc, precision, backward=True, kernel=kernel)
+    unpadded = t_compute / gemm_shape.tile_factor(op.rows, op.cols)
+    dgrad = gemm_shape.blend(unpadded * gemm_shape.tile_factor(op.rows, op.depth), t_memory)
+    depth = gemm_shape.wgrad_depth_factor(op.rows) if op.grouped else 1.0
+    wgrad = gemm_shape.blend(unpadded * gemm_shape.tile_factor(op.cols, op.depth) * depth, t_memory)
+    return dgrad + wgrad
 
 
 def bound(op: Op, acc: Accelerator, precision: str) -> str:

@@ -15,7 +15,8 @@ t_m = bytes / bandwidth do not overlap perfectly near the ridge point; measured 
     t = (t_c^p + t_m^p)^(1/p) + GEMM_FIXED_S       (p = GEMM_BLEND_POWER)
 
 with ``GEMM_FIXED_S`` the time a GEMM kernel takes however small (prologue, epilogue, the tail of the last
-tiles). The constants and their derivation are in llmsim/engine/calibration.py.
+tiles). A backward runs the input gradient (tiles M x K) and the weight gradient (tiles N x K, reduced over
+the M rows, slower where M is short: ``wgrad_depth_factor``). The constants and their derivation are in llmsim/engine/calibration.py.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ def _pad_rows(x, tile: float):
     x = np.asarray(x, dtype=float)
     positive = x > 0
     out = np.where(positive, np.maximum(tile, x + tile / 2) / np.where(positive, x, 1.0), 1.0)
+    return out if out.ndim else float(out)
+
+
+def wgrad_depth_factor(m):
+    """Compute time of a weight-gradient GEMM reducing over ``m`` rows (an expert's tokens), over its tile-padded
+    FLOPs' time at the full rate: each output tile's loads, stores and pipeline fill cost as much as
+    ``WGRAD_TILE_DEPTH`` rows of reduction, ``1 + D/m`` (1 for an unknown or empty ``m``)."""
+    m = np.asarray(m, dtype=float)
+    out = np.where(m > 0, 1.0 + cal.WGRAD_TILE_DEPTH / np.where(m > 0, m, 1.0), 1.0)
     return out if out.ndim else float(out)
 
 

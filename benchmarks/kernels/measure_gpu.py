@@ -17,7 +17,7 @@ with the L2 flushed before each launch, ``triton.testing.do_bench``):
   through enough weight copies to stream them from HBM (no launch gaps, no flush): dense bf16 and fp8, grouped bf16 and fp8
   (``torch._scaled_grouped_mm``, row-wise scales);
 - ``backward_gemm.csv``: the input- and weight-gradient GEMMs of the same dense and grouped shapes, back to
-  back in a replayed graph;
+  back in a replayed graph; ``backward_loop_gemm.csv``: the experts' ones as one GEMM per expert;
 - ``moe_layer.csv``: one routed-expert MLP forward eager and as a replayed graph (host-bound or not);
 - ``attention.csv``: ``scaled_dot_product_attention`` forward and backward (flash and cuDNN back ends),
   causal, head dim 128.
@@ -433,6 +433,35 @@ def run_backward(out: Path, deadline: float):
             torch.cuda.empty_cache()
     w.close()
 
+def run_backward_loop(out: Path, deadline: float):
+    """The routed experts' backward GEMMs as Transformer Engine's GroupedLinear runs them: one cuBLAS GEMM per
+    expert (``torch.matmul`` on each expert's rows), back to back in a replayed graph."""
+    w = Writer(out / "backward_loop_gemm.csv", ["family", "pass", "groups", "m", "n", "k", "copies", "time_s", "tflops"])
+    bf = torch.bfloat16
+    for model, g, hidden, up_n, down_k in [c for c in MOE if c[1] <= 32]:
+        for proj, n, k in (("up", up_n, hidden), ("down", hidden, down_k)):
+            wt = torch.randn(g, n, k, device=DEV, dtype=bf)
+            for m in (16, 64, 128, 256, 512, 1024, 2048):
+                if g * m * max(n, k) > 2**31:
+                    continue
+                dy = list(torch.randn(g * m, n, device=DEV, dtype=bf).split(m))
+                x = list(torch.randn(g * m, k, device=DEV, dtype=bf).split(m))
+                for kind, fn in (("dgrad", lambda: [torch.matmul(a, b) for a, b in zip(dy, wt)]),
+                                 ("wgrad", lambda: [torch.matmul(a.t(), b) for a, b in zip(dy, x)])):
+                    if time.time() > deadline:
+                        w.close()
+                        return
+                    row = {"family": f"loop:{model}:{proj}", "pass": kind, "groups": g, "m": m, "n": n, "k": k,
+                           "copies": 1}
+                    try:
+                        t = _replay_s(fn)
+                        w.row(**row, time_s=f"{t:.6e}", tflops=f"{2*g*m*n*k/t/1e12:.2f}")
+                    except Exception as e:  # noqa: BLE001
+                        w.row(**row, error=_err(e))
+            wt = None
+            torch.cuda.empty_cache()
+    w.close()
+
 
 # ---------------------------------------------------------------- one MoE layer, eager against graph
 def run_moe_layer(out: Path, deadline: float):
@@ -604,7 +633,7 @@ def main() -> int:
         pass
     torch.backends.cuda.matmul.allow_tf32 = False
     share = {"gemm": 0.40, "grouped": 0.30, "memory": 0.08, "launch": 0.05, "attention": 0.17, "steady": 0.5,
-             "moe_layer": 0.2, "backward": 0.5}
+             "moe_layer": 0.2, "backward": 0.5, "backward_loop": 0.5}
     _warm_up()
     t0 = time.time()
     for name in args.only.split(","):
@@ -613,7 +642,7 @@ def main() -> int:
         try:
             {"gemm": run_gemm, "grouped": run_grouped, "memory": run_memory, "launch": run_launch,
              "attention": run_attention, "steady": run_steady, "moe_layer": run_moe_layer,
-             "backward": run_backward}[name](args.out, deadline)
+             "backward": run_backward, "backward_loop": run_backward_loop}[name](args.out, deadline)
         except Exception:  # noqa: BLE001
             env[f"{name}_error"] = traceback.format_exc()[-1500:]
         env[f"{name}_s"] = round(time.time() - start, 1)

@@ -371,8 +371,8 @@ def kernel_time(op: Op, acc: Accelerator, precision: str, kernel: str = "auto", 
                 inference: bool = False):
     """Wall time of one execution of ``op``: its roofline time plus the fixed cost of each kernel
     (``KERNEL_OVERHEAD_S`` in a training step, ``INFERENCE_KERNEL_OVERHEAD_S`` in a serving engine's
-    captured graph; a GEMM kernel's own ``GEMM_FIXED_S`` besides). Forward is one kernel; backward does
-    ``bwd_ratio`` times the forward's work in two kernels (input gradient and weight gradient)."""
+    captured graph; a GEMM kernel's own ``GEMM_FIXED_S`` besides). Forward is one kernel; backward two
+    (input gradient and weight gradient, ``_backward_time``)."""
     fixed = cal.GEMM_FIXED_S if op.kind == "gemm" else 0.0
     if backward:
         return _backward_time(op, acc, precision, kernel) + 2 * op.kernels * (cal.KERNEL_OVERHEAD_S + fixed)

@@ -6,17 +6,18 @@ and columns past the edge of C are computed all the same, so the tensor cores do
     F_tiles = 2 G max(T_r, M + T_r/2) ceil(N/T_c) T_c K        (G groups of a grouped GEMM)
 
 (rows: the last tile is on average half full, ``tile_factor``; a grouped GEMM pads each group's rows: an
-expert with 3 tokens still costs a 16-row tile). Waves are not
-quantised: cuBLAS's heuristics and stream-K kernels spread a last partial wave over the SMs (Osama et al.
-2023, arXiv 2301.03598); on an H200, quantising waves on the 132 SMs changes little with 16-row tiles and fits
-dense GEMMs at 20-22% error with 128-row ones (``benchmarks/kernels/fit_gemm_shape.py``). The compute time t_c = F_tiles / rate and the memory time
-t_m = bytes / bandwidth do not overlap perfectly near the ridge point; measured kernels follow
+expert with 3 tokens still costs a 16-row tile). Waves are not quantised: cuBLAS's heuristics and stream-K
+kernels spread a last partial wave over the SMs (Osama et al. 2023, arXiv 2301.03598); on an H200,
+quantising waves on the 132 SMs changes little with 16-row tiles and fits dense GEMMs at 20-22% error with
+128-row ones (``benchmarks/kernels/fit_gemm_shape.py``). The compute time t_c = F_tiles / rate and the memory
+time t_m = bytes / bandwidth do not overlap perfectly near the ridge point; measured kernels follow
 
     t = (t_c^p + t_m^p)^(1/p) + GEMM_FIXED_S       (p = GEMM_BLEND_POWER)
 
 with ``GEMM_FIXED_S`` the time a GEMM kernel takes however small (prologue, epilogue, the tail of the last
 tiles). A backward runs the input gradient (tiles M x K) and the weight gradient (tiles N x K, reduced over
-the M rows, slower where M is short: ``wgrad_depth_factor``). The constants and their derivation are in llmsim/engine/calibration.py.
+the M rows; a grouped expert GEMM's is slower where M is short: ``wgrad_depth_factor``). The constants and
+their derivation are in llmsim/engine/calibration.py.
 """
 
 from __future__ import annotations

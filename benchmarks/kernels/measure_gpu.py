@@ -407,7 +407,34 @@ def run_backward(out: Path, deadline: float):
         ws = None
         torch.cuda.empty_cache()
     fn_mm = getattr(torch.nn.functional, "grouped_mm", None) or torch._grouped_mm
-    for model, g, hidden, up_n, down_k in MOE[:3] + MOE[4:5]:
+
+    def grouped(g, m, wt, dy, x):
+        offs = torch.arange(m, g * m + 1, m, device=DEV, dtype=torch.int32)
+        dyt = dy.t().contiguous().t()  # column-major copy: dY^T row-major for the token-offset GEMM
+        return (("dgrad", lambda: fn_mm(dy, wt, offs=offs)), ("wgrad", lambda: fn_mm(dyt.t(), x, offs=offs)))
+
+    _expert_backward(w, deadline, "grouped", MOE[:3] + MOE[4:5], grouped)
+    w.close()
+
+
+def run_backward_loop(out: Path, deadline: float):
+    """The routed experts' backward GEMMs as Transformer Engine's GroupedLinear runs them: one cuBLAS GEMM per
+    expert (``torch.matmul`` on each expert's rows), back to back in a replayed graph."""
+    w = Writer(out / "backward_loop_gemm.csv", ["family", "pass", "groups", "m", "n", "k", "copies", "time_s", "tflops"])
+
+    def loop(g, m, wt, dy, x):
+        dys, xs = dy.split(m), x.split(m)
+        return (("dgrad", lambda: [torch.matmul(a, b) for a, b in zip(dys, wt)]),
+                ("wgrad", lambda: [torch.matmul(a.t(), b) for a, b in zip(dys, xs)]))
+
+    _expert_backward(w, deadline, "loop", [c for c in MOE if c[1] <= 32], loop)
+    w.close()
+
+
+def _expert_backward(w: Writer, deadline: float, prefix: str, configs, cases) -> None:
+    """Time the (pass, callable) ``cases(g, m, W[G,N,K], dY, X)`` of each expert shape of ``configs``."""
+    bf = torch.bfloat16
+    for model, g, hidden, up_n, down_k in configs:
         for proj, n, k in (("up", up_n, hidden), ("down", hidden, down_k)):
             wt = torch.randn(g, n, k, device=DEV, dtype=bf)  # W[G, N, K]: dX = dY W is [M, N] x [N, K]
             for m in (16, 64, 128, 256, 512, 1024, 2048):
@@ -415,14 +442,10 @@ def run_backward(out: Path, deadline: float):
                     continue
                 dy = torch.randn(g * m, n, device=DEV, dtype=bf)
                 x = torch.randn(g * m, k, device=DEV, dtype=bf)
-                offs = torch.arange(m, g * m + 1, m, device=DEV, dtype=torch.int32)
-                dyt = dy.t().contiguous().t()  # column-major copy: dY^T row-major for the token-offset GEMM
-                for kind, fn in (("dgrad", lambda: fn_mm(dy, wt, offs=offs)),
-                                 ("wgrad", lambda: fn_mm(dyt.t(), x, offs=offs))):
+                for kind, fn in cases(g, m, wt, dy, x):
                     if time.time() > deadline:
-                        w.close()
                         return
-                    row = {"family": f"grouped:{model}:{proj}", "pass": kind, "groups": g, "m": m, "n": n, "k": k,
+                    row = {"family": f"{prefix}:{model}:{proj}", "pass": kind, "groups": g, "m": m, "n": n, "k": k,
                            "copies": 1}
                     try:
                         t = _replay_s(fn)
@@ -431,36 +454,6 @@ def run_backward(out: Path, deadline: float):
                         w.row(**row, error=_err(e))
             wt = None
             torch.cuda.empty_cache()
-    w.close()
-
-def run_backward_loop(out: Path, deadline: float):
-    """The routed experts' backward GEMMs as Transformer Engine's GroupedLinear runs them: one cuBLAS GEMM per
-    expert (``torch.matmul`` on each expert's rows), back to back in a replayed graph."""
-    w = Writer(out / "backward_loop_gemm.csv", ["family", "pass", "groups", "m", "n", "k", "copies", "time_s", "tflops"])
-    bf = torch.bfloat16
-    for model, g, hidden, up_n, down_k in [c for c in MOE if c[1] <= 32]:
-        for proj, n, k in (("up", up_n, hidden), ("down", hidden, down_k)):
-            wt = torch.randn(g, n, k, device=DEV, dtype=bf)
-            for m in (16, 64, 128, 256, 512, 1024, 2048):
-                if g * m * max(n, k) > 2**31:
-                    continue
-                dy = list(torch.randn(g * m, n, device=DEV, dtype=bf).split(m))
-                x = list(torch.randn(g * m, k, device=DEV, dtype=bf).split(m))
-                for kind, fn in (("dgrad", lambda: [torch.matmul(a, b) for a, b in zip(dy, wt)]),
-                                 ("wgrad", lambda: [torch.matmul(a.t(), b) for a, b in zip(dy, x)])):
-                    if time.time() > deadline:
-                        w.close()
-                        return
-                    row = {"family": f"loop:{model}:{proj}", "pass": kind, "groups": g, "m": m, "n": n, "k": k,
-                           "copies": 1}
-                    try:
-                        t = _replay_s(fn)
-                        w.row(**row, time_s=f"{t:.6e}", tflops=f"{2*g*m*n*k/t/1e12:.2f}")
-                    except Exception as e:  # noqa: BLE001
-                        w.row(**row, error=_err(e))
-            wt = None
-            torch.cuda.empty_cache()
-    w.close()
 
 
 # ---------------------------------------------------------------- one MoE layer, eager against graph

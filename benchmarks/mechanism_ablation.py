@@ -1,7 +1,8 @@
-"""What each training mechanism of issue 18 moves: switch it off, refit the fitted constants, and
+"""What each training mechanism of issues 18 and 37 moves: switch it off, refit the fitted constants, and
 cross-validate (leave one source out), per source.
 
-    python benchmarks/mechanism_ablation.py            # about 4 CPU-minutes, one process
+    python benchmarks/mechanism_ablation.py            # about 8 CPU-minutes a row, one process
+    python benchmarks/mechanism_ablation.py blend tile # only the rows whose label holds one of the words
 
 Each row switches one mechanism off in the engine (by its named constant, or by removing its term) and
 reruns `llmsim calibrate`'s fit and cross-validation in this process; the first row is the engine as
@@ -30,6 +31,11 @@ SWITCHES = {
     "TP comm-GEMM overlap slowed as NCCL (no copy engines)": {"TP_OVERLAP_COMPUTE_SLOWDOWN": 0.189},
     "DP reduce hidden whole (no last bucket)": {"DP_BUCKET_PARAMS": 0.0, "DP_BUCKET_PARAMS_PER_RANK": 0.0},
     "no stragglers": {"straggler_time": lambda compute_s, devices, r: 0.0 * compute_s},
+    # GEMM time by shape (issue 37, engine/gemm_shape.py)
+    "no GEMM fixed time": {"GEMM_FIXED_S": 0.0},
+    "no compute/memory blend (the larger of the two)": {"GEMM_BLEND_POWER": 60.0},
+    "no tile padding": {"GEMM_TILE_ROWS": 1e-9, "GEMM_TILE_COLS": 1e-9},
+    "no weight-gradient tile depth": {"WGRAD_TILE_DEPTH": 0.0},
 }
 
 
@@ -55,7 +61,10 @@ def main() -> None:
     training_items = [i for i, c in enumerate(items) if c.kind.name == "training"]
     sources = sorted({items[i].source for i in training_items})
     rows = []
+    words = sys.argv[1:]
     for label, changes in SWITCHES.items():
+        if words and not any(w in label for w in words):
+            continue
         with switched(changes):
             cv, _ = fit.cross_validate(items, jobs=1)
         by = fit.errors_by([items[i] for i in training_items], cv[training_items], lambda c: c.source)

@@ -142,6 +142,18 @@ def wgrad_depth(backward: pd.DataFrame, fixed_s: float, power: float, scale: dic
     return depth, resid(depth), cls
 
 
+def dgrad_errors(backward: pd.DataFrame, fixed_s: float, power: float, scale: dict[str, float]):
+    """(log errors model / measured, classes) of the input-gradient GEMMs of ``backward``: the engine's rule,
+    output tiles M x K, the forward's FLOPs and bytes."""
+    d = backward[(backward["pass"] == "dgrad") & backward["error"].isna()]
+    m, n, k, g = (d[c].to_numpy(float) for c in ("m", "n", "k", "groups"))
+    cls = np.where(d["family"] == "dense", "dense-bf16", "grouped-bf16")
+    rate = MAMF["bf16"] * np.array([scale[c] for c in cls])
+    t_c = 2.0 * g * m * n * k * gemm_shape.tile_factor(m, k) / rate
+    t_m = g * (m * n * 2.0 + m * k * 2.0 + n * k * 2.0) / HBM
+    return np.log((fixed_s + (t_c**power + t_m**power) ** (1.0 / power)) / d["time_s"].to_numpy()), cls
+
+
 def constants(path: Path) -> dict[str, float]:
     """The constants as calibration.py holds them: 2 significant digits (the weight-gradient depth fitted at the
     rounded fixed time and power, on backward_gemm.csv beside ``path``)."""
@@ -181,6 +193,11 @@ def main() -> None:
             dep, r, _ = wgrad_depth(back, c["GEMM_FIXED_S"], c["GEMM_BLEND_POWER"], scale, depth, family)
             print(f"{family} weight-gradient GEMMs ({len(r)}), tile depth {label} ({dep:.0f} rows): mean |error| "
                   f"{np.exp(np.abs(r)).mean() - 1:.1%}, model / measured geo-mean {np.exp(r.mean()):.2f}")
+    r, cls = dgrad_errors(back, c["GEMM_FIXED_S"], c["GEMM_BLEND_POWER"], scale)
+    for k in ("dense-bf16", "grouped-bf16"):
+        x = r[cls == k]
+        print(f"{k} input-gradient GEMMs ({len(x)}): mean |error| {np.exp(np.abs(x)).mean() - 1:.1%}, "
+              f"model / measured geo-mean {np.exp(x.mean()):.2f}")
     print("constants:", c)
     repeat = HERE / "h200" / "steady_gemm_repeat.csv"
     if args.csv == HERE / "h200" / "steady_gemm.csv" and repeat.exists():

@@ -79,7 +79,8 @@ GEMM_BLEND_POWER = 2.6
 # the 56 grouped weight-gradient GEMMs (CUTLASS, 16-2048 tokens an expert) timed back to back on an H200 with the
 # constants above: 230 rows, mean error 45% -> 13% (`python benchmarks/kernels/fit_gemm_shape.py`, data
 # benchmarks/kernels/h200/backward_gemm.csv). Dense weight gradients (cuBLAS) fit 112 rows, 16.5% -> 11%, but the
-# training records of the calibration set fit worse with it (in-sample 9.1% -> 9.3%), so they go without.
+# training records of the calibration set fit worse with it (in-sample 9.1% -> 9.3% with KERNEL_EFFICIENCY refitted
+# on them alone; a one-off experiment of 2026-11-28), so they go without.
 WGRAD_TILE_DEPTH = 230.0
 
 # Achievable fraction of peak HBM bandwidth for streaming kernels: H100 coalesced streaming measured at

@@ -117,3 +117,35 @@ def test_no_import_cycles():
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_no_module_over_400_lines(name):
     assert len(MODULES[name].read_text(encoding="utf-8").splitlines()) <= MAX_LINES
+
+
+# classes that hold a field named like a declared setting without declaring it again: the split resolved
+# per row (dp derived, auto picked) and a disaggregated pool's own tp and pp
+RESOLVED = {("llmsim/engine/split.py", "Split"), ("llmsim/spec/scenario.py", "PoolSpec")}
+
+
+def test_each_setting_is_declared_once():
+    """No class outside engine/settings.py declares a field named like a declared setting: the schema,
+    the engine's inputs and the flags are derived from the one declaration."""
+    import dataclasses
+
+    from llmsim.spec.declared import declared_sections
+
+    names = {f.name for _, section in declared_sections() for f in dataclasses.fields(section)}
+    assert {"pipeline_embedding_stage", "kv_precision", "max_batch_tokens", "pue"} <= names
+    again = []
+    for name, path in MODULES.items():
+        rel = path.relative_to(ROOT.parent).as_posix()
+        if name == "llmsim.engine.settings":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and (rel, node.name) not in RESOLVED:
+                again += [f"{rel} {node.name}.{s.target.id}" for s in node.body if isinstance(s, ast.AnnAssign)
+                          and isinstance(s.target, ast.Name) and s.target.id in names]
+    assert again == []
+
+
+def test_pipeline_embedding_stage_is_named_in_its_declaration_and_its_use():
+    where = sorted(p.relative_to(ROOT.parent).as_posix() for p in MODULES.values()
+                   if "pipeline_embedding_stage" in p.read_text(encoding="utf-8"))
+    assert where == ["llmsim/engine/settings.py", "llmsim/engine/split.py"]

@@ -72,10 +72,12 @@ def test_hf_config_equals_the_bundled_preset(registry):
 
 def _kv_bytes_per_token(family: str, ctx: int) -> float:
     """KV-cache bytes per token of context, summed over layers, bf16, one device (batch 1)."""
+    from llmsim.spec.flags import flag_paths
+
     argv = ["--model", str(DATA / family / "config.json"), "--mode", "inference", "--devices", "1", "--tp", "1",
             "--pp", "1", "--batch-size", "1", "--input-len", str(ctx - 128), "--output-len", "128"]
     flags = dict(zip(argv[0::2], argv[1::2]))
-    overrides = [f"{est.FLAG_PATHS[k.lstrip('-').replace('-', '_')]}={v}" for k, v in flags.items()]
+    overrides = [f"{'.'.join(flag_paths()[k.lstrip('-').replace('-', '_')])}={v}" for k, v in flags.items()]
     rec = est.record(est.load(None, _registry(), overrides))
     return rec["kv_cache_gb"] * 1e9 / ctx
 

@@ -189,7 +189,7 @@ def test_scenario_flags_are_estimates_flags():
     import inspect
 
     from llmsim.cli.estimate import estimate
-    from llmsim.study import records as est
+    from llmsim.spec.flags import flag_paths
 
     borrowed = set(inspect.signature(estimate).parameters) - set(cli_plot.NOT_SCENARIO_FLAGS) - {"scenario", "set_"}
-    assert borrowed <= set(est.FLAG_PATHS), "add estimate's new non-scenario option to NOT_SCENARIO_FLAGS"
+    assert borrowed <= set(flag_paths()), "add estimate's new non-scenario option to NOT_SCENARIO_FLAGS"

@@ -23,10 +23,13 @@ def test_docs_settings_md_is_generated_from_the_declarations():
 
 def test_a_scenario_without_the_section_gets_the_declared_defaults():
     sc = load(None, PresetRegistry(), [])
+    # the bundled default scenario sets these; the serving engine's defaults fill the serving settings
+    # declared None (spec/engines.py)
+    given = {"parallel.tp", "parallel.pp", "workload.seq_len", "workload.global_batch_size"}
     for key, section in declared_sections():
         got = getattr(sc, key)
         for f in dataclasses.fields(section):
-            if key == "parallel" and f.name in ("tp", "pp"):  # the bundled default scenario sets tp 8, pp 2
+            if f"{key}.{f.name}" in given or (key == "serving" and f.default is None):
                 continue
             assert getattr(got, f.name) == f.default, f"{key}.{f.name}"
 
@@ -59,3 +62,33 @@ def test_a_setting_is_named_in_its_declaration_and_where_it_is_used():
         modules = sorted(str(p.relative_to(ROOT)) for p, text in names.items() if re.search(rf"\b{setting}\b", text))
         assert len(modules) <= 2 and "llmsim/engine/settings.py" in modules, (setting, modules)
     assert {f.name for f in dataclasses.fields(Parallel)} >= {"pipeline_embedding_stage", "moe_gemm_kernel"}
+
+
+def test_every_declared_flag_is_an_option_of_estimate_with_its_declared_help():
+    import inspect
+
+    from llmsim.cli.estimate import estimate
+
+    params = inspect.signature(estimate).parameters
+    for key, section in declared_sections():
+        for f in dataclasses.fields(section):
+            option = f.metadata.get("flag")
+            if option:
+                info = params[option.removeprefix("--").replace("-", "_")].default
+                assert info.param_decls == (option,) and info.help == f.metadata["help"] + ".", f"{key}.{f.name}"
+
+
+@pytest.mark.parametrize("flag, value, text", [
+    ("request_rate", 2.5, "workload.request_rate_per_s=2.5"),
+    ("kv_precision", "fp8", "workload.kv_precision=fp8"),
+    ("concurrency", 12, "workload.concurrency=12"),
+    ("zero_stage", 3, "parallel.zero_stage=3"),
+])
+def test_a_flag_sets_the_same_scenario_as_set(flag, value, text):
+    from llmsim.study.records import overrides_from_flags
+
+    serving = ["workload.mode=serving", "workload.input_len=1000", "workload.output_len=100"]
+    serving += [] if flag in ("concurrency", "request_rate") else ["workload.concurrency=4"]
+    by_flag = load(None, PresetRegistry(), serving + overrides_from_flags({flag: value}, []))
+    by_set = load(None, PresetRegistry(), [*serving, text])
+    assert by_flag == by_set

@@ -69,11 +69,30 @@ def workers(jobs: int, command: str, remote: bool = False) -> int:
 
 # options shared by estimate and search
 SCENARIO = typer.Argument(None, help="Scenario YAML; default: llama3-70b on 64 h100-sxm.")
-MODEL = typer.Option(None, "--model", help="Model preset name, or a local Hugging Face config.json.")
-ACCELERATOR = typer.Option(None, "--accelerator", help="Accelerator preset name.")
-DEVICES = typer.Option(None, "--devices", help="Number of accelerators.")
-NETWORK = typer.Option(None, "--network", help="Network preset name.")
-GLOBAL_BATCH = typer.Option(None, "--global-batch-size", help="Sequences per optimizer step.")
-SEQ_LEN = typer.Option(None, "--seq-len", help="Tokens per sequence.")
-PRECISION = typer.Option(None, "--precision", help="bf16, fp16, fp8 or fp4.")
 SET = typer.Option([], "--set", metavar="PATH=VALUE", help="Override any field, e.g. --set parallel.virtual_stages=2.")
+
+
+def with_flags(cmd, names: tuple[str, ...] | None = None):
+    """``cmd``, whose parameter ``flags`` takes the scenario flags given (a dict), as a typer command with
+    one option per scenario flag (``spec/flags.py``: all, or those ``names``) in place of ``flags``."""
+    import inspect
+
+    from llmsim.spec.flags import scenario_flags
+
+    chosen = [f for f in scenario_flags() if names is None or f.name in names]
+    options = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=f.kind | None,
+                                 default=typer.Option(None, f.option, help=f.help, metavar=f.metavar))
+               for f in chosen]
+    own = list(inspect.signature(cmd, eval_str=True).parameters.values())
+    at = [p.name for p in own].index("flags")
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in (*own[:at], *options, *own[at + 1:])]
+    flag_names = {f.name for f in chosen}
+
+    def command(**kwargs):
+        return cmd(**{k: v for k, v in kwargs.items() if k not in flag_names},
+                   flags={k: kwargs[k] for k in flag_names})
+
+    command.__name__, command.__doc__ = cmd.__name__, cmd.__doc__
+    command.__signature__ = inspect.Signature(params)
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command

@@ -10,18 +10,12 @@ import typer
 
 from llmsim.atomic import WriteError
 from llmsim.cli.common import (
-    ACCELERATOR,
-    DEVICES,
-    GLOBAL_BATCH,
-    MODEL,
-    NETWORK,
-    PRECISION,
     SCENARIO,
-    SEQ_LEN,
     SET,
     Format,
     preset_dirs,
     registry,
+    with_flags,
     workers,
 )
 from llmsim.spec.errors import SpecError
@@ -135,16 +129,10 @@ def _progress(show: bool):
         yield task
 
 
-def search_cmd(
+def _search(
     ctx: typer.Context,
     scenario: Path | None = SCENARIO,
-    model: str | None = MODEL,
-    accelerator: str | None = ACCELERATOR,
-    devices: int | None = DEVICES,
-    network: str | None = NETWORK,
-    global_batch_size: int | None = GLOBAL_BATCH,
-    seq_len: int | None = SEQ_LEN,
-    precision: str | None = PRECISION,
+    flags: dict | None = None,
     set_: list[str] = SET,
     objective: str | None = typer.Option(None, "--objective", help="Output column to rank by (default: tokens_per_s "
                                          "for training; serving with an SLO: slo_cost_per_million_tokens_usd, "
@@ -161,8 +149,6 @@ def search_cmd(
     from llmsim.study import search as se
     from llmsim.study import sweep as sw
 
-    flags = dict(model=model, accelerator=accelerator, devices=devices, network=network,
-                 global_batch_size=global_batch_size, seq_len=seq_len, precision=precision)
     jobs = workers(jobs, "search")
     overrides = est.overrides_from_flags(flags, set_)
     reg = registry(ctx)
@@ -230,3 +216,8 @@ def cost_cmd(
                   "test_usd": "USD sort test"})
 
 
+
+
+# the scenario flags a search takes (spec/flags.py): what it is run on, not the split it searches
+search_cmd = with_flags(_search, ("model", "accelerator", "devices", "network", "global_batch_size", "seq_len",
+                                  "precision"))

@@ -7,21 +7,7 @@ from pathlib import Path
 
 import typer
 
-from llmsim.cli.common import (
-    ACCELERATOR,
-    DEVICES,
-    GLOBAL_BATCH,
-    MODEL,
-    NETWORK,
-    PRECISION,
-    SCENARIO,
-    SEQ_LEN,
-    SET,
-    Format,
-    evaluate_point,
-    registry,
-)
-from llmsim.engine.settings import flag_help
+from llmsim.cli.common import SCENARIO, SET, Format, evaluate_point, registry, with_flags
 
 
 def check(
@@ -40,36 +26,10 @@ def check(
     typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120), nl=False)
 
 
-def estimate(
+def _estimate(
     ctx: typer.Context,
     scenario: Path | None = SCENARIO,
-    model: str | None = MODEL,
-    accelerator: str | None = ACCELERATOR,
-    devices: int | None = DEVICES,
-    network: str | None = NETWORK,
-    tp: int | None = typer.Option(None, "--tp", help=flag_help("tp")),
-    pp: int | None = typer.Option(None, "--pp", help=flag_help("pp")),
-    dp: int | None = typer.Option(None, "--dp", help=flag_help("dp")),
-    cp: int | None = typer.Option(None, "--cp", help=flag_help("cp")),
-    ep: int | None = typer.Option(None, "--ep", help=flag_help("ep")),
-    microbatch_size: str | None = typer.Option(None, "--microbatch-size", metavar="N|auto",
-                                               help=flag_help("microbatch_size")),
-    global_batch_size: int | None = GLOBAL_BATCH,
-    seq_len: int | None = SEQ_LEN,
-    recompute: str | None = typer.Option(None, "--recompute", help=flag_help("recompute")),
-    zero_stage: int | None = typer.Option(None, "--zero-stage", help=flag_help("zero_stage")),
-    precision: str | None = PRECISION,
-    mode: str | None = typer.Option(None, "--mode", help="training, inference (a static batch) or serving "
-                                    "(continuous batching at --concurrency)."),
-    concurrency: int | None = typer.Option(None, "--concurrency",
-                                           help="Serving: requests in flight over the deployment."),
-    request_rate: float | None = typer.Option(None, "--request-rate",
-                                              help="Serving: Poisson arrivals per second over the deployment."),
-    batch_size: str | None = typer.Option(None, "--batch-size",
-                                          help="Inference: concurrent sequences, or 'max' (largest that fits)."),
-    input_len: int | None = typer.Option(None, "--input-len", help="Inference: prompt tokens per sequence."),
-    output_len: int | None = typer.Option(None, "--output-len", help="Inference: generated tokens per sequence."),
-    kv_precision: str | None = typer.Option(None, "--kv-precision", help="Inference: KV-cache precision."),
+    flags: dict | None = None,
     ops: bool = typer.Option(False, "--ops", help="Per-operator table: FLOPs, bytes, intensity, bound, time."),
     set_: list[str] = SET,
     fmt: Format = typer.Option(Format.table, "--format", help="table, csv (header + one row) or json."),
@@ -78,12 +38,6 @@ def estimate(
     from llmsim.output.writers import emit
     from llmsim.study import records as est
 
-    flags = dict(model=model, accelerator=accelerator, devices=devices, network=network, tp=tp, pp=pp, dp=dp,
-                 cp=cp, ep=ep, microbatch_size=microbatch_size, global_batch_size=global_batch_size,
-                 seq_len=seq_len, recompute=recompute, zero_stage=zero_stage,
-                 precision=precision, mode=mode, batch_size=batch_size, input_len=input_len,
-                 output_len=output_len, kv_precision=kv_precision, concurrency=concurrency,
-                 request_rate=request_rate)
     overrides = est.overrides_from_flags(flags, set_)
     sc = est.load(scenario, registry(ctx), overrides)
     rec = evaluate_point(est.operator_rows if ops else est.record, sc, scenario, overrides)
@@ -108,3 +62,7 @@ def estimate(
         sys.stdout.write(to_json(rec))
     else:
         emit([rec], "csv")
+
+
+# one option per scenario flag (spec/flags.py: the declared settings' and the presets')
+estimate = with_flags(_estimate)

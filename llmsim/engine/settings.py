@@ -9,10 +9,10 @@ the engine code that uses it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from annotated_types import Ge, Gt, Le
+from annotated_types import Ge, Gt, Le, Lt
 
 MAX_COUNT = 2**40  # any count (devices, layers, batch, tokens): ~1.1e12
 MAX_DEVICES = 2**30  # devices and parallel degrees: ~1e9, a thousand times the largest cluster
@@ -25,26 +25,22 @@ ParallelDim = Literal["tp", "cp", "ep", "dp", "pp"]
 DEFAULT_ORDER: tuple[str, ...] = ("tp", "cp", "ep", "dp", "pp")
 
 
-def setting(default, help: str, source: str = ""):
-    """A declared setting: ``default``, one line of ``help``, and the ``source`` of the default."""
-    return field(default=default, metadata={"help": help, "source": source})
-
-
-def flag_help(name: str) -> str:
-    """The ``--help`` text of the command-line flag of a ``parallel`` setting: its declared help (without
-    the flag the scenario's value holds, so no default is shown). Light: the CLI imports it at start-up."""
-    return {f.name: f for f in fields(Parallel)}[name].metadata["help"] + "."
+def setting(default, help: str, source: str = "", flag: str | None = None):
+    """A declared setting: ``default``, one line of ``help``, the ``source`` of the default, and the
+    command-line ``flag`` of ``llmsim estimate`` that sets it, if any (``spec/flags.py`` builds the flags)."""
+    return field(default=default, metadata={"help": help, "source": source, "flag": flag})
 
 
 @dataclass(frozen=True)
 class Parallel:
     """How the model is split and run (the ``parallel`` section)."""
 
-    tp: Degree = setting(1, "tensor-parallel degree")
-    pp: Degree = setting(1, "pipeline-parallel degree (stages)")
-    dp: Degree | None = setting(None, "data-parallel degree; derived as num_devices / (tp x pp x cp) when omitted")
-    cp: Degree = setting(1, "context-parallel degree (ring attention)")
-    ep: Degree = setting(1, "expert-parallel degree of the MoE layers")
+    tp: Degree = setting(1, "tensor-parallel degree", flag="--tp")
+    pp: Degree = setting(1, "pipeline-parallel degree (stages)", flag="--pp")
+    dp: Degree | None = setting(None, "data-parallel degree; derived as num_devices / (tp x pp x cp) when omitted",
+                                flag="--dp")
+    cp: Degree = setting(1, "context-parallel degree (ring attention)", flag="--cp")
+    ep: Degree = setting(1, "expert-parallel degree of the MoE layers", flag="--ep")
     sequence_parallel: bool = setting(True, "Megatron sequence parallelism on the tensor-parallel group",
                                       "Korthikanti et al. 2022, arXiv 2205.05198")
     flash_attention: bool = setting(True, "fused attention; false: s x s scores in HBM",
@@ -70,7 +66,8 @@ class Parallel:
         "native", "routed-expert grouped GEMM: the accelerator's own kernels, or Ampere CUTLASS (sm80) on Hopper",
         "TensorRT-LLM before v0.10 dispatches its MoE GEMM to cutlass::arch::Sm80")
     microbatch_size: PosInt | Literal["auto"] = setting(
-        1, "sequences per microbatch; auto: the fastest that fits, with virtual_stages (estimate says which)")
+        1, "sequences per microbatch; auto: the fastest that fits, with virtual_stages (estimate says which)",
+        flag="--microbatch-size")
     virtual_stages: PosInt | Literal["auto"] = setting(
         1, "interleaved 1F1B chunks per device; auto: the fastest that fits (estimate says which)",
         "Narayanan et al. 2021, arXiv 2104.04473, sec. 2.2")
@@ -81,10 +78,10 @@ class Parallel:
     recompute: str = setting(
         "selective", "none, selective (core attention), full, or Megatron-Core's modules as "
         "selective:<module>+<module>, e.g. selective:moe_act+layernorm",
-        "Korthikanti et al. 2022; Megatron-Core --recompute-modules")
+        "Korthikanti et al. 2022; Megatron-Core --recompute-modules", flag="--recompute")
     zero_stage: Annotated[int, Ge(0), Le(3)] = setting(
         1, "ZeRO/FSDP: 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded over dp",
-        "Rajbhandari et al. 2020, arXiv 1910.02054")
+        "Rajbhandari et al. 2020, arXiv 1910.02054", flag="--zero-stage")
     grad_reduce_dtype: Literal["auto", "fp32", "bf16"] = setting(
         "auto", "dtype gradients are accumulated and reduced in; auto: fp32 with bf16/fp8/fp4 parameters, "
         "16-bit under ZeRO-3 (FSDP)", "NeMo optim.grad_sync_dtype; torch.distributed.fsdp MixedPrecision")
@@ -138,3 +135,51 @@ class Reliability:
     restart_s: NonNegFloat = setting(
         600.0, "time from a failure to training again (detect, reschedule, load, warm up)",
         "engineering estimate, 10 minutes; no published measurement of the whole recovery found")
+
+
+@dataclass(frozen=True)
+class WorkloadSettings:
+    """What is run (the ``workload`` section). Its ``precision``, ``input_len``, ``output_len`` and
+    ``requests``, which take a mapping, a distribution or a list, are declared in spec/scenario.py."""
+
+    mode: Literal["training", "inference", "serving"] = setting(
+        "training", "training, inference (a static batch) or serving (continuous batching at concurrency or "
+        "request_rate_per_s)", flag="--mode")
+    seq_len: PosInt = setting(2048, "tokens per sequence (training)", flag="--seq-len")
+    global_batch_size: PosInt | None = setting(None, "sequences per optimizer step (training)",
+                                               flag="--global-batch-size")
+    batch_size: PosInt | Literal["max"] | None = setting(
+        None, "inference: concurrent sequences, or max (the largest that fits)", flag="--batch-size")
+    kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] | None = setting(
+        None, "inference and serving: KV-cache precision; default the model's 16-bit dtype",
+        "vLLM and SGLang kv_cache_dtype auto", flag="--kv-precision")
+    concurrency: PosInt | None = setting(
+        None, "serving: requests in flight over the deployment (closed loop)", flag="--concurrency")
+    request_rate_per_s: Annotated[float, Gt(0)] | None = setting(
+        None, "serving: Poisson arrivals per second over the deployment (open loop)", flag="--request-rate")
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    """The serving engine's scheduler (the ``serving`` section; engine/serving.py). Unset, the first five
+    take the defaults of ``engine``, each from the engine's source (spec/engines.py). Disaggregated pools
+    and speculative decoding are declared in spec/scenario.py."""
+
+    engine: Literal["generic", "vllm", "sglang", "tensorrt-llm", "atom"] = setting(
+        "generic", "whose scheduler defaults fill the five settings below when they are not set",
+        "spec/engines.py: vLLM 0.10.1.1, SGLang 0.5.2, TensorRT-LLM trtllm-serve, ATOM v0.1.5; generic: "
+        "8,192 tokens (TensorRT-LLM docs), 256 requests and blocks of 16 tokens (Kwon et al. 2023)")
+    max_batch_tokens: PosInt | None = setting(None, "tokens one step may run (decode tokens + prompt chunk)")
+    max_seqs: PosInt | None = setting(None, "requests running at once")
+    kv_block_tokens: PosInt | None = setting(None, "tokens per paged KV-cache block")
+    chunked_prefill: bool | None = setting(None, "prompts split across steps within the budget (false: whole)")
+    scheduler: Literal["mixed", "prefill_first"] | None = setting(
+        None, "mixed: prompt chunks share decode steps; prefill_first: a step of prompts whenever any wait "
+        "(a closed loop of fixed lengths runs in waves, engine/waves.py)")
+    prefix_cache_hit_rate: Annotated[float, Ge(0), Lt(1)] = setting(
+        0.0, "share of each prompt found in the prefix cache (not recomputed)")
+    slo_ttft_s: Annotated[float, Gt(0)] | None = setting(
+        None, "service-level objective on time to first token (s): estimate reports the largest concurrency "
+        "meeting the objectives and the throughput there")
+    slo_tpot_s: Annotated[float, Gt(0)] | None = setting(
+        None, "service-level objective on time per output token (s)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # the settings sections are declared in settings.py (one place per setting) and read from here too
-from llmsim.engine.settings import CostRates, Parallel, Reliability
+from llmsim.engine.settings import CostRates, Parallel, Reliability, ServingSettings, WorkloadSettings
 
 # Bytes per element as stored. fp8: per-tensor scaling (Transformer Engine, TensorRT-LLM FP8), no block
 # scales. fp4 is NVFP4: 4-bit E2M1 values plus one E4M3 scale per 16 values = 4.5 bits = 0.5625 B (NeMo
@@ -139,22 +139,19 @@ class Network:
 
 
 @dataclass(frozen=True)
-class Workload:
-    mode: str
-    precision: str  # the GEMM inputs' (activations'): the tensor cores' math
-    seq_len: int
-    global_batch_size: int | None = None
-    batch_size: int | str | None = None
+class Workload(WorkloadSettings):
+    """The ``workload`` section: its declared settings (engine/settings.py) and what spec/convert.py
+    derives from the precision, the lengths and the request mix."""
+
+    precision: str = "bf16"  # the GEMM inputs' (activations'): the tensor cores' math
     input_len: int | float | None = None  # tokens; serving: the mean over the request mix
     output_len: int | float | None = None
-    kv_precision: str | None = None
-    concurrency: int | None = None  # serving: requests in flight over the deployment
-    request_rate_per_s: float | None = None  # serving: Poisson arrivals over the deployment
     input_len_cv: float = 0.0  # serving: spread of the request mix (standard deviation / mean), 0: fixed
     output_len_cv: float = 0.0
     length_corr: float = 0.0  # correlation of a request's input and output lengths
     weight_precision: str | None = None  # attention and dense weights; None: ``precision``
     expert_precision: str | None = None  # routed experts' weights; None: the weights'
+    kv_cache_precision: str | None = None  # the KV cache's by ``workload.precision.kv_cache``
 
     @property
     def weights(self) -> str:
@@ -168,8 +165,8 @@ class Workload:
     def kv_cache(self) -> str:
         """The KV cache's precision: as given, else the serving engines' default, the model's 16-bit dtype
         whatever its weights (vLLM and SGLang ``kv_cache_dtype auto``; an FP8 cache is asked for)."""
-        if self.kv_precision is not None:
-            return self.kv_precision
+        if self.kv_precision is not None or self.kv_cache_precision is not None:
+            return self.kv_precision or self.kv_cache_precision
         return self.precision if PRECISION_BYTES[self.precision] >= 2 else "bf16"
 
     @property
@@ -206,18 +203,10 @@ class Speculative:
 
 
 @dataclass(frozen=True)
-class Serving:
-    """The serving engine's scheduler (``serving`` section; defaults and sources in spec/scenario.py)."""
+class Serving(ServingSettings):
+    """The serving engine's scheduler: its declared settings (engine/settings.py), those the engine fills
+    filled in by spec/convert.py, and the disaggregated pools and draft of speculative decoding."""
 
-    max_batch_tokens: int = 8192
-    max_seqs: int = 256
-    kv_block_tokens: int = 16
-    chunked_prefill: bool = True  # false: each prompt runs whole in one step (TensorRT-LLM's default)
-    scheduler: str = "mixed"  # or prefill_first: decode only when no prompt waits (engine/waves.py)
-    engine: str = "generic"  # whose scheduler defaults filled the five above (spec/engines.py)
-    prefix_cache_hit_rate: float = 0.0
-    slo_ttft_s: float | None = None  # service-level objective on time to first token
-    slo_tpot_s: float | None = None  # and on time per output token
     disaggregation: Disaggregation | None = None  # None: prefill and decode share every replica
     speculative: Speculative | None = None  # None: one token per request per decode step
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from llmsim.engine.settings import ServingSettings, WorkloadSettings
 from llmsim.engine.types import (
     MLA,
     Accelerator,
@@ -19,7 +20,7 @@ from llmsim.engine.types import (
     Tier,
     Workload,
 )
-from llmsim.spec.declared import declared_values
+from llmsim.spec.declared import declared_kwargs, declared_values
 from llmsim.spec.errors import SpecError
 from llmsim.spec.hardware import PRECISIONS, AcceleratorSpec, NetworkSpec, PrecisionTflops
 from llmsim.spec.model import ModelSpec
@@ -110,10 +111,10 @@ def _serving(s, acc) -> Serving:
     spec = None if sp is None else Speculative(
         acceptance_rate=sp.acceptance_rate, draft_tokens=sp.draft_tokens, draft_layers=sp.draft_layers,
         draft_model=None if sp.draft_model is None else model_values(sp.draft_model))
-    given = s.model_dump(exclude={"disaggregation", "speculative", "engine"})
     filled = scheduler_defaults(s.engine, acc.name, acc.hbm_bytes)
+    given = declared_kwargs(ServingSettings, s)
     return Serving(**{k: (filled[k] if v is None and k in filled else v) for k, v in given.items()},
-                   engine=s.engine, disaggregation=pools, speculative=spec)
+                   disaggregation=pools, speculative=spec)
 
 
 def scenario_values(s: ScenarioSpec) -> Scenario:
@@ -124,11 +125,9 @@ def scenario_values(s: ScenarioSpec) -> Scenario:
         model=model_values(s.model), accelerator=acc,
         num_devices=s.system.num_devices, network=network_values(s.system.network),
         parallel=declared_values(Parallel, p),
-        workload=Workload(mode=w.mode, precision=prec.activations, seq_len=w.seq_len,
-                          global_batch_size=w.global_batch_size, batch_size=w.batch_size,
-                          **_lengths(w), kv_precision=w.kv_precision or prec.kv_cache,
+        workload=Workload(**declared_kwargs(WorkloadSettings, w), precision=prec.activations, **_lengths(w),
                           weight_precision=prec.weights, expert_precision=prec.experts,
-                          concurrency=w.concurrency, request_rate_per_s=w.request_rate_per_s),
+                          kv_cache_precision=prec.kv_cache),
         cost=declared_values(CostRates, s.cost), reliability=declared_values(Reliability, s.reliability),
         serving=_serving(s.serving, acc),
         names={"model": s.model.name, "accelerator": s.system.accelerator.name,

@@ -22,7 +22,12 @@ def declared_model(section: type, name: str) -> type[BaseModel]:
 
 def declared_values(section: type, spec: BaseModel):
     """The engine's frozen ``section`` from a validated model of it (the same field names)."""
-    return section(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(section)})
+    return section(**declared_kwargs(section, spec))
+
+
+def declared_kwargs(section: type, spec: BaseModel) -> dict:
+    """The values of ``section``'s declared settings in a validated model holding them (and maybe more)."""
+    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(section)}
 
 
 def settings_rows(section: type, prefix: str) -> list[dict]:
@@ -67,9 +72,10 @@ def _default(v) -> str:
 
 def declared_sections() -> list[tuple[str, type]]:
     """The scenario sections declared setting by setting (``engine/settings.py``), with their YAML key."""
-    from llmsim.engine.settings import CostRates, Parallel, Reliability
+    from llmsim.engine.settings import CostRates, Parallel, Reliability, ServingSettings, WorkloadSettings
 
-    return [("parallel", Parallel), ("cost", CostRates), ("reliability", Reliability)]
+    return [("workload", WorkloadSettings), ("parallel", Parallel), ("serving", ServingSettings),
+            ("cost", CostRates), ("reliability", Reliability)]
 
 
 def markdown() -> str:

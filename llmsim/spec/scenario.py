@@ -8,7 +8,15 @@ import numpy as np
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from llmsim.engine.network.capacity import too_many_devices
-from llmsim.engine.settings import DEFAULT_ORDER, CostRates, Degree, Parallel, Reliability
+from llmsim.engine.settings import (
+    DEFAULT_ORDER,
+    CostRates,
+    Degree,
+    Parallel,
+    Reliability,
+    ServingSettings,
+    WorkloadSettings,
+)
 from llmsim.spec.base import PosFloat, PosInt, Strict
 from llmsim.spec.declared import declared_model
 from llmsim.spec.hardware import AcceleratorSpec, NetworkSpec
@@ -70,21 +78,17 @@ Length = Annotated[Annotated[PosInt, Tag("tokens")] | Annotated[LengthSpread, Ta
                    Discriminator(_length_kind)]
 
 
-class WorkloadSpec(Strict):
-    mode: Literal["training", "inference", "serving"] = "training"
+class WorkloadSpec(declared_model(WorkloadSettings, "WorkloadSettings")):
+    """The ``workload`` section: its plain settings are declared in engine/settings.py (``WorkloadSettings``);
+    the precision, the lengths and the request mix, which take a mapping, a distribution or a list, here."""
+
     # one precision for weights and GEMM inputs, ``native`` (the model's published precision), or by
     # component (spec/model.py PrecisionSpec)
     precision: PrecisionName | Literal["native"] | PrecisionSpec = "bf16"
-    seq_len: PosInt = 2048
-    global_batch_size: PosInt | None = None  # sequences per optimizer step (training)
-    batch_size: PosInt | Literal["max"] | None = None  # concurrent sequences (inference)
     input_len: Length | None = None  # tokens, or {mean, cv} (serving)
     output_len: Length | None = None
     # serving: the request mix as (input, output) token pairs, equally likely (instead of the two lengths)
     requests: list[tuple[PosInt, PosInt]] | None = Field(default=None, min_length=1, max_length=100_000)
-    kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] | None = None
-    concurrency: PosInt | None = None  # serving: requests in flight over the deployment (closed loop)
-    request_rate_per_s: float | None = Field(default=None, gt=0)  # serving: Poisson arrivals (open loop)
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadSpec:
@@ -178,25 +182,10 @@ class SpeculativeSpec(Strict):
         return self
 
 
-class ServingSpec(Strict):
-    """The serving engine's scheduler; every default has its source."""
+class ServingSpec(declared_model(ServingSettings, "ServingSettings")):
+    """The ``serving`` section: the scheduler's settings are declared in engine/settings.py
+    (``ServingSettings``); disaggregated pools and speculative decoding here."""
 
-    # whose scheduler defaults fill the three below when they are not set (spec/engines.py, each from the
-    # engine's source): generic 8,192 tokens, 256 requests, blocks of 16 tokens
-    engine: Literal["generic", "vllm", "sglang", "tensorrt-llm", "atom"] = "generic"
-    max_batch_tokens: PosInt | None = None  # tokens one step may run (decode tokens + prompt chunk)
-    max_seqs: PosInt | None = None  # requests running at once
-    kv_block_tokens: PosInt | None = None  # tokens per paged KV cache block
-    chunked_prefill: bool | None = None  # prompts split across steps within the budget (false: whole)
-    # mixed: prompt chunks share decode steps; prefill_first: a step of prompts whenever any wait, so a
-    # closed loop of fixed lengths runs in waves (engine/waves.py)
-    scheduler: Literal["mixed", "prefill_first"] | None = None
-    # share of each prompt found in the prefix cache (not recomputed); 0: no reuse
-    prefix_cache_hit_rate: float = Field(default=0.0, ge=0, lt=1)
-    # service-level objectives: llmsim estimate reports the largest concurrency meeting both and the
-    # throughput there (with fixed lengths every request sees the modelled value, so a p90 bound is this)
-    slo_ttft_s: float | None = Field(default=None, gt=0)
-    slo_tpot_s: float | None = Field(default=None, gt=0)
     disaggregation: DisaggregationSpec | None = None  # none: every replica prefills and decodes
     speculative: SpeculativeSpec | None = None  # none: one token per request per decode step
 

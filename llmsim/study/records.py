@@ -8,28 +8,18 @@ from llmsim.spec.presets import PresetRegistry
 
 DEFAULT_SCENARIO = Path(__file__).parent.parent / "scenarios" / "default.yaml"
 
-# CLI flag -> dotted path in the scenario
-FLAG_PATHS = {
-    "model": "model", "accelerator": "system.accelerator", "devices": "system.num_devices",
-    "network": "system.network", "tp": "parallel.tp", "pp": "parallel.pp", "dp": "parallel.dp",
-    "cp": "parallel.cp", "ep": "parallel.ep", "microbatch_size": "parallel.microbatch_size",
-    "global_batch_size": "workload.global_batch_size", "seq_len": "workload.seq_len",
-    "recompute": "parallel.recompute", "zero_stage": "parallel.zero_stage",
-    "precision": "workload.precision", "mode": "workload.mode", "batch_size": "workload.batch_size",
-    "input_len": "workload.input_len", "output_len": "workload.output_len",
-    "kv_precision": "workload.kv_precision", "concurrency": "workload.concurrency",
-    "request_rate": "workload.request_rate_per_s",
-}
 
 def overrides_from_flags(flags: dict, sets: list[str]) -> list:
     """Typed overrides (``spec.load.Setting``) of the flags given, each labelled with its flag for errors,
     then the ``--set`` ones (YAML text). A flag's value reaches the spec as typed: text stays text (less
     surrounding blanks; ``full # x``, ``yes``, ``0x10`` are not YAML), an empty or ``null`` value is the
     field's default."""
+    from llmsim.spec.flags import scenario_flags
     from llmsim.spec.load import Setting
 
-    out = [Setting(f"--{k.replace('_', '-')} {v}", tuple(FLAG_PATHS[k].split(".")), _flag_value(v))
-           for k, v in flags.items() if v is not None]
+    option = {f.name: f for f in scenario_flags()}
+    out = [Setting(f"{option[k].option} {v}", option[k].path, _flag_value(v)) for k, v in flags.items()
+           if v is not None]
     return out + list(sets)
 
 

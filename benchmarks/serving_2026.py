@@ -75,6 +75,9 @@ def scenario_overrides(rec: dict) -> tuple[list[str], list[str]] | None:
             f"parallel.ep={ep}", "workload.mode=serving", f"workload.precision={prec}",
             *([f"workload.kv_precision={kv}"] if kv not in (None, "native") else []),
             f"workload.input_len={round(w['isl'])}", f"workload.output_len={round(w['osl'])}", load,
+            # the client's start burst: its requests in all, where the record names them (closed loop)
+            *([f"workload.num_prompts={w['num_prompts']}"] if isinstance(conc, int) and isinstance(
+                w.get("num_prompts"), int) and w["num_prompts"] >= conc else []),
             *([f"serving.engine={p['engine']}"] if p.get("engine") in ENGINES else []),
             *([f"serving.max_batch_tokens={budget.group(1)}"] if budget else [])]
     return sets, flags
@@ -113,8 +116,33 @@ def rows() -> list[dict]:
             row[f"{key}_error"] = predicted / measured[key] - 1 if measured[key] and predicted and finite else None
             if measured[key] and not finite:  # an open loop past the predicted capacity: no steady state
                 row["flags"] = f"{row['flags']} overloaded".strip()
+        for key, name in (("ttft", "ttft_ms"), ("tpot", "tpot_ms")):  # the spread over requests, as printed
+            for q, field in ((50, "median"), (99, "p99")):
+                value = m.get(f"{name}_{field}") if (m := rec.get("metrics") or {}) else None
+                row[f"{key}_p{q}_measured"] = value and value / 1e3
+                row[f"{key}_p{q}_predicted"] = got.get(f"{key}_p{q}_s")
         out.append(row)
     return out
+
+
+def spread_summary(table: list[dict]) -> list[str]:
+    """p99 over median of TTFT and TPOT, measured and predicted, over the records that print both (the
+    spread over requests, whatever the mean's error), and the p50 and p99 errors."""
+    lines = []
+    for key in ("ttft", "tpot"):
+        both = [r for r in table if r.get(f"{key}_p50_measured") and r.get(f"{key}_p99_measured")
+                and r.get(f"{key}_p50_predicted") and math.isfinite(r[f"{key}_p99_predicted"] or math.inf)]
+        if not both:
+            continue
+        ratios = {side: sorted(r[f"{key}_p99_{side}"] / r[f"{key}_p50_{side}"] for r in both)
+                  for side in ("measured", "predicted")}
+        err = {q: 100 * sum(abs(r[f"{key}_p{q}_predicted"] / r[f"{key}_p{q}_measured"] - 1) for r in both) / len(both)
+               for q in (50, 99)}
+        lines.append(f"{key.upper()} p99/p50 over {len(both)} records: measured median "
+                     f"{ratios['measured'][len(both) // 2]:.2f}, predicted median "
+                     f"{ratios['predicted'][len(both) // 2]:.2f}; mean absolute error "
+                     f"p50 {err[50]:.1f}%, p99 {err[99]:.1f}%")
+    return lines
 
 
 def main() -> None:
@@ -132,6 +160,8 @@ def main() -> None:
                            and r.get(f"{key}_measured") and r.get(f"{key}_error") is None)
                 print(f"{kind:5s} {key:10s}: mean absolute error {mean_abs:5.1f}% (signed {signed:+.1f}%) "
                       f"over {len(errs)} records" + (f"; {over} more predicted past capacity" if over else ""))
+    print()
+    print("\n".join(spread_summary(table)))
 
 
 if __name__ == "__main__":

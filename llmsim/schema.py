@@ -17,7 +17,8 @@ MODES = ("training", "inference", "serving")
 WHEN = {"": "always", "slo": "with serving.slo_ttft_s or serving.slo_tpot_s",
         "open_loop": "with workload.request_rate_per_s (estimate)",
         "open_loop_slo": "with workload.request_rate_per_s and an SLO (estimate)",
-        "disaggregated": "with serving.disaggregation", "sweep": "in sweep and search rows"}
+        "disaggregated": "with serving.disaggregation", "colocated": "without serving.disaggregation",
+        "sweep": "in sweep and search rows"}
 KINDS = ("text", "int", "float", "bool")
 
 
@@ -116,6 +117,12 @@ COLUMNS: tuple[Column, ...] = (
     _c("tpot_s", "s", "is", "float", "min", "TPOT", "Time per output token: mean decode step over the output."),
     _c("e2e_latency_s", "s", "is", "float", "min", "end-to-end latency", "Request latency: ttft_s + (output_len - 1) x tpot_s."),
     _c("queueing_delay_s", "s", "s", "float", "min", "queueing delay", "Mean wait before a request's prefill starts (part of ttft_s)."),
+    _c("ttft_p50_s", "s", "s", "float", "min", "TTFT p50", "Median TTFT over the requests: their prompt lengths, their place in a wave; at a request rate the M/G/1 queue's wait.", "colocated"),
+    _c("ttft_p90_s", "s", "s", "float", "min", "TTFT p90", "90th-percentile TTFT over the requests (as ttft_p50_s).", "colocated"),
+    _c("ttft_p99_s", "s", "s", "float", "min", "TTFT p99", "99th-percentile TTFT over the requests (as ttft_p50_s).", "colocated"),
+    _c("tpot_p50_s", "s", "s", "float", "min", "TPOT p50", "Median of the requests' TPOT (their mean decode step; in waves, the wait for the wave's last prompt).", "colocated"),
+    _c("tpot_p90_s", "s", "s", "float", "min", "TPOT p90", "90th percentile of the requests' TPOT (as tpot_p50_s).", "colocated"),
+    _c("tpot_p99_s", "s", "s", "float", "min", "TPOT p99", "99th percentile of the requests' TPOT (as tpot_p50_s).", "colocated"),
     _c("requests_per_s", "requests/s", "s", "float", "max", "requests/s", "Completed requests per second over all replicas."),
     _c("throughput_tokens_per_s", "tokens/s", "is", "float", "max", "throughput", "Output tokens per second over all data-parallel replicas."),
     _c("throughput_tokens_per_s_per_device", "tokens/s per device", "is", "float", "max", "throughput", "throughput_tokens_per_s / num_devices."),
@@ -144,9 +151,6 @@ COLUMNS: tuple[Column, ...] = (
     _c("fits_in_memory", "", "tis", "bool", None, "fits in memory", "memory_per_device_gb is within the accelerator's HBM capacity."),
     # --- a serving point at a request rate (open loop) -------------------------------------------------
     _c("utilization", "fraction", "s", "float", None, "utilization", "Offered load over capacity at the request rate (1 or more: the queue grows).", "open_loop"),
-    _c("ttft_p50_s", "s", "s", "float", "min", "TTFT p50", "Median TTFT at the request rate (M/G/1 queueing).", "open_loop"),
-    _c("ttft_p90_s", "s", "s", "float", "min", "TTFT p90", "90th-percentile TTFT at the request rate.", "open_loop"),
-    _c("ttft_p99_s", "s", "s", "float", "min", "TTFT p99", "99th-percentile TTFT at the request rate.", "open_loop"),
     # --- disaggregated prefill and decode pools --------------------------------------------------------
     _c("prefill_devices", "devices", "s", "int", None, "prefill devices", "Devices of the prefill pool.", "disaggregated"),
     _c("decode_devices", "devices", "s", "int", None, "decode devices", "Devices of the decode pool.", "disaggregated"),

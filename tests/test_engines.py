@@ -77,7 +77,7 @@ def test_tensorrt_llm_runs_whole_prompts_and_refuses_longer_ones_than_a_step(reg
 
 def test_each_engine_gives_its_kv_cache_its_documented_share_of_memory():
     # 80 GB device, 35 GB of weights, 1 GB workspace, 2 GB reserve: llmsim's own accounting leaves 42 GB
-    from llmsim.engine.serving import kv_budget
+    from llmsim.engine.kv_capacity import kv_budget
 
     gib = 2**30
     args = (80e9, 35e9, 1e9, 2e9, 2)
@@ -92,7 +92,7 @@ def test_each_engine_gives_its_kv_cache_its_documented_share_of_memory():
 def test_tensorrt_llm_runs_fewer_requests_at_once_than_llmsims_own_accounting(registry):
     # NIM's Llama 3.3 70B FP8 on 2 H100 (5,000 in / 500 out) saturates at ~86 running requests
     # (docs/research/serving_records.yaml: ~920 tokens/s x 93 ms); 90% of the KV memory llmsim counts
-    from llmsim.engine.serving import running_limit
+    from llmsim.engine.kv_capacity import running_limit
     from llmsim.engine.split import resolve_split
 
     base = ["model=llama3-70b", "system.accelerator=h100-sxm", "system.network=dgx-h100", "system.num_devices=2",

@@ -132,7 +132,7 @@ def test_a_draft_model_adds_its_weights_and_its_kv_cache_by_hand(registry):
     # + 2 x 2,048 norms) = 1,235,812,352 parameters (the final norm's 2,048 are left out of the weights, as
     # for every model), 1 byte each over 8 ranks = 154,476,544 bytes;
     # KV per token: 16 layers x (8 kv heads / 8 ranks) x 64 x 2 (K and V) x 1 byte = 2,048 bytes
-    from llmsim.engine.serving import running_limit
+    from llmsim.engine.kv_capacity import running_limit
 
     def lim(spec):
         sc = _scenario(registry, spec=spec)

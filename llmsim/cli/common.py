@@ -86,7 +86,7 @@ def with_flags(cmd, names: tuple[str, ...] | None = None):
     own = list(inspect.signature(cmd, eval_str=True).parameters.values())
     at = [p.name for p in own].index("flags")
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in (*own[:at], *options, *own[at + 1:])]
-    flag_names = {f.name for f in chosen}
+    flag_names = [f.name for f in chosen]
 
     def command(**kwargs):
         return cmd(**{k: v for k, v in kwargs.items() if k not in flag_names},

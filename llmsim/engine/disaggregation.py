@@ -31,10 +31,11 @@ import numpy as np
 
 from llmsim.engine.errors import DesignError
 from llmsim.engine.forward import kv_bytes_per_token_layer
+from llmsim.engine.kv_capacity import running_limit
 from llmsim.engine.network.collectives import collective_columns
 from llmsim.engine.network.topology import path_of, strides
 from llmsim.engine.request_mix import mg1_wait_quantile, mix_moments
-from llmsim.engine.serving import ITERATIONS, check_whole_prompts, running_limit, step_time
+from llmsim.engine.serving import ITERATIONS, check_whole_prompts, step_time
 from llmsim.engine.split import resolve_split
 from llmsim.engine.types import Scenario
 

@@ -32,7 +32,7 @@ import dataclasses
 
 import numpy as np
 
-from llmsim.engine import speculative, waves
+from llmsim.engine import latency_spread, speculative, waves
 from llmsim.engine.columns import on_flag
 from llmsim.engine.compute import (
     ACT_BYTES,
@@ -47,16 +47,10 @@ from llmsim.engine.errors import DesignError
 from llmsim.engine.forward import (
     decode_attention,
     kv_bytes_per_token_layer,
-    logits_bytes_per_seq,
-    workspace_per_token,
 )
 from llmsim.engine.heads import qk_dim, v_dim
-from llmsim.engine.inference import (
-    forward_comm,
-    memory_bytes,
-    pipeline_hops,
-    touched_experts,
-)
+from llmsim.engine.inference import forward_comm, pipeline_hops, touched_experts
+from llmsim.engine.kv_capacity import running_limit
 from llmsim.engine.network.topology import strides
 from llmsim.engine.request_mix import mg1_wait_quantile, mix_moments
 from llmsim.engine.split import Split
@@ -179,56 +173,6 @@ def check_whole_prompts(sc: Scenario, prompt) -> None:
                           path="serving.max_batch_tokens")
 
 
-GIB = 2**30
-
-
-def kv_budget(engine: str, hbm, weights, workspace, reserved, ranks):
-    """Bytes a device gives its KV cache under ``engine``'s default memory setting (sources and quotes:
-    docs/research/serving_engine_defaults.yaml)."""
-    left = hbm - weights - workspace - reserved  # what llmsim's own accounting leaves (``generic``)
-    if engine == "tensorrt-llm":  # KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory left free
-        return 0.9 * left
-    if engine in ("vllm", "atom"):  # gpu_memory_utilization 0.9 of the device for weights, activations and
-        # the KV cache (ATOM v0.1.5 atom/config.py: the same default, 0.9)
-        return left - 0.1 * hbm
-    if engine == "sglang":  # mem_fraction_static: the device less (9.5 + tp x pp / 2) GiB under 90 GB,
-        # (12 + tp x pp / 2) GiB to 160 GB, 32 GiB above, for weights and KV (server_args.py, 0.5.2)
-        kept = np.where(hbm < 90 * GIB, (9.5 + ranks / 2) * GIB,
-                        np.where(hbm < 160 * GIB, (12 + ranks / 2) * GIB, 32 * GIB))
-        return hbm - kept - weights
-    return left
-
-
-def running_limit(sc: Scenario, sp: Split, input_len, output_len, lockstep: bool = False) -> dict:
-    """Requests a replica can run at once: max_seqs, and the paged KV cache at the mean context of a
-    running request (I + O/2 with fixed lengths, request_mix.mix_moments' ctx with a spread; rounded up
-    to whole blocks) in what the weights, the step's workspace and the reserve leave free; ``lockstep``
-    (a wave, engine/waves.py): at the full context I + O that every request of the wave reaches at once."""
-    s, kvp = sc.serving, sc.workload.kv_cache
-    draft = s.speculative.draft_model if s.speculative is not None else None
-    if s.speculative is not None and draft is None:  # the draft head's layers hold weights and a KV cache
-        sp = dataclasses.replace(sp, layers_per_stage=sp.layers_per_stage + s.speculative.draft_layers)
-    blk = s.kv_block_tokens
-    ctx = (np.asarray(input_len, dtype=float) + output_len if lockstep
-           else mix_moments(sc.workload, input_len, output_len)["ctx"])
-    per_token = sp.layers_per_stage * kv_bytes_per_token_layer(sc.model, sp.tp, kvp)
-    fixed = memory_bytes(sc, sp, 0, input_len, output_len)
-    if draft is not None:  # a draft model: its weights and its KV cache on each of the target's tp ranks
-        one = dataclasses.replace(sp, pp=np.ones_like(sp.pp), ep=np.ones_like(sp.ep),
-                                  layers_per_stage=np.full_like(sp.layers_per_stage, draft.layers))
-        fixed["weights"] = fixed["weights"] + memory_bytes(speculative.drafter(sc), one, 0, input_len,
-                                                           output_len)["weights"]
-        per_token = per_token + draft.layers * kv_bytes_per_token_layer(draft, sp.tp, kvp)
-    per_seq = np.ceil(ctx / blk) * blk * per_token
-    # the step's workspace: the live tensors of max_batch_tokens tokens and the fp32 logits of max_seqs
-    workspace = s.max_batch_tokens * workspace_per_token(sc, sp.tp) + s.max_seqs * logits_bytes_per_seq(sc, sp.tp)
-    free = kv_budget(s.engine, sc.accelerator.hbm_bytes, fixed["weights"], workspace, fixed["reserved"],
-                     sp.tp * sp.pp)
-    kv_fit = np.maximum(np.floor(free / per_seq), 0)
-    return {"kv_per_seq_bytes": per_seq, "kv_free_bytes": free,
-            "max_running": np.minimum(kv_fit, s.max_seqs).astype(np.int64)}
-
-
 def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len, num_devices,
                     closed_loop: bool = True) -> dict:
     """Output columns (arrays) of the valid splits ``sp`` serving ``concurrency`` requests at once over
@@ -268,13 +212,15 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         step = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys, chunk=chunk)
         tpot = step / e
         if s.chunked_prefill:  # its prompt in w chunks
-            chunks = np.maximum(1.0, prompt / np.maximum(budget - d_o * q, 1.0))
-            prefill_step = step_time(sc, sp, st, d_o, c_o * stretch + prompt / chunks, ctx, keys)
+            room = np.maximum(budget - d_o * q, 1.0)
+            chunks = np.maximum(1.0, prompt / room)
+            step_tokens = c_o * stretch + prompt / chunks
+            prefill_step = step_time(sc, sp, st, d_o, step_tokens, ctx, keys)
             e2e_run = chunks * prefill_step + (osl - 1) * tpot
         else:  # whole prompts: a step takes those that fit its budget beside the decodes, the rest wait
             per_step = 1 + np.floor(np.maximum(budget - d_o * q - prompt, 0.0) / prompt)
-            prefill_step = step_time(sc, sp, st, d_o, np.minimum(c_o * stretch, (per_step - 1) * prompt) + prompt,
-                                     ctx, keys)
+            room, step_tokens = np.inf, np.minimum(c_o * stretch, (per_step - 1) * prompt) + prompt
+            prefill_step = step_time(sc, sp, st, d_o, step_tokens, ctx, keys)
             e2e_run = run / whole_prompt_rate(run, prefill_step + (osl - 1) * tpot, prefill_step / per_step)
         stretch = prefill_step / step
         rate = run / e2e_run
@@ -298,13 +244,24 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     e2e = n / rate  # Little's law over everything in flight: prefill waits and the queue beyond the limit
     ttft = e2e - (osl - 1) * tpot
     queue = (n - run) / rate  # of which beyond the running limit
+    ttft_at = latency_spread.steady_ttft(ttft, prompt, sc.workload.input_len_cv, prefill_step, d_o * q + step_tokens,
+                                         room)
+    spread = (latency_spread.in_waves(queue, wave["end_of_prompt"], wave["e2e"], run, osl) if in_waves
+              else latency_spread.steady(ttft_at, tpot))
+    e2e_mean = e2e
+    if closed_loop and not in_waves and sc.workload.num_prompts is not None:  # the client's start burst
+        first = waves.wave_columns(lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys), run, prompt, osl, e,
+                                   budget, s.chunked_prefill)
+        share = np.minimum(run * np.minimum(sp.dp, n_total) / sc.workload.num_prompts, 1.0)
+        spread = latency_spread.with_burst(ttft_at, ttft, tpot, first, share, run, osl)
+        ttft, tpot, e2e_mean = spread.pop("ttft_s"), spread.pop("tpot_s"), spread.pop("e2e_latency_s")
     busy = np.minimum(sp.dp, n_total)  # fewer requests than replicas: only that many replicas work
     out_rate = busy * rate * osl  # output tokens/s of the deployment
     per_device = out_rate / num_devices
     kv_used = run * lim["kv_per_seq_bytes"]
     return {
         "dp": sp.dp, "layers_per_stage": sp.layers_per_stage,
-        "ttft_s": ttft, "tpot_s": tpot, "e2e_latency_s": e2e, "queueing_delay_s": queue,
+        "ttft_s": ttft, "tpot_s": tpot, "e2e_latency_s": e2e_mean, "queueing_delay_s": queue, **spread,
         "requests_per_s": busy * rate,
         "throughput_tokens_per_s": out_rate, "throughput_tokens_per_s_per_device": per_device,
         "tokens_per_s_per_user": 1.0 / tpot,

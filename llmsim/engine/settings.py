@@ -157,6 +157,12 @@ class WorkloadSettings:
         None, "serving: requests in flight over the deployment (closed loop)", flag="--concurrency")
     request_rate_per_s: Annotated[float, Gt(0)] | None = setting(
         None, "serving: Poisson arrivals per second over the deployment (open loop)", flag="--request-rate")
+    num_prompts: PosInt | None = setting(
+        None, "serving at a concurrency: requests the benchmark client sends in all, the first concurrency of "
+        "them at once (a start burst, in the means and percentiles); unset: the steady state alone",
+        "vllm bench serve and sglang.bench_serving --num-prompts, 1,000 by default in both; all requests "
+        "sent at time 0 under the concurrency cap (vllm/benchmarks/serve.py v0.11.0; bench_serving.py v0.5.5)",
+        flag="--num-prompts")
 
 
 @dataclass(frozen=True)

@@ -83,4 +83,11 @@ def wave_columns(step, run, prompt, osl, e, budget: float, chunked: bool) -> dic
     t_decode = np.maximum(osl - 1, 0.0) / e * step(run, zero)
     wave = t_prefill + t_decode
     tpot = (wave - ttft) / np.maximum(osl - 1, 1.0)
-    return {"ttft": ttft, "tpot": tpot, "e2e": wave, "rate": run / wave}
+
+    def end_of_prompt(j):
+        """End of the step that holds the end of the j-th prompt of the wave (engine/latency_spread.py)."""
+        s = np.ceil(j * prompt / budget) if chunked else np.ceil(j / fit)
+        return np.minimum(s, full) * t_full + np.where(s > full, t_last, 0.0)
+
+    return {"ttft": ttft, "tpot": tpot, "e2e": wave, "rate": run / wave, "end_of_prompt": end_of_prompt,
+            "prefill_s": t_prefill, "step_full": np.where(full > 0, t_full, t_last)}

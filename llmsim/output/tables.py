@@ -101,14 +101,17 @@ def print_serving(rec: dict) -> None:
                                             f"{rec['kv_transfer_tier']}, "
                                             f"{fmt_number(rec['kv_transfer_exposed_s'] * 1e3)} ms of it after "
                                             "the prefill")))
-    if (rec.get("scheduler") == "prefill_first" and not rec.get("output_len_cv") and "ttft_p90_s" not in rec
+    if (rec.get("scheduler") == "prefill_first" and not rec.get("output_len_cv") and "request_rate_per_s" not in rec
             and "prefill_devices" not in rec):
         rows.append(("scheduler", ("prefill first: the closed loop runs in waves, every prompt and then every "
                                    "request decoding together (engine/waves.py)")))
     if "colocated_slo_throughput_tokens_per_s_per_device" in rec:
         rows.append(("co-located, same SLO", (f"{fmt_number(rec['colocated_slo_throughput_tokens_per_s_per_device'])}"
                                              f" tokens/s per device (tp={rec['tp']} replicas on the same devices)")))
-    if "ttft_p90_s" in rec:
+    if "tpot_p90_s" in rec and "request_rate_per_s" not in rec:
+        ms = lambda key: " / ".join(fmt_number(rec[f"{key}_p{q}_s"] * 1e3) for q in (50, 90, 99))
+        rows += [("TTFT p50 / p90 / p99", f"{ms('ttft')} ms"), ("TPOT p50 / p90 / p99", f"{ms('tpot')} ms")]
+    if "request_rate_per_s" in rec:
         rows.append(("at a Poisson rate", (f"{fmt_number(rec['request_rate_per_s'])} requests/s, "
                                           f"{100 * rec['utilization']:.0f}% of capacity; TTFT p50/p90/p99 "
                                           f"{fmt_number(rec['ttft_p50_s'] * 1e3)} / {fmt_number(rec['ttft_p90_s'] * 1e3)}"

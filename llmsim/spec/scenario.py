@@ -108,6 +108,13 @@ class WorkloadSpec(declared_model(WorkloadSettings, "WorkloadSettings")):
         if self.mode == "serving" and (self.concurrency is None) == (self.request_rate_per_s is None):
             raise ValueError("serving needs one of concurrency (requests in flight over the deployment) and "
                              "request_rate_per_s (Poisson arrivals)")
+        if self.num_prompts is not None and (self.mode != "serving" or self.concurrency is None):
+            raise ValueError("num_prompts: a benchmark's start burst needs mode serving at a concurrency (a "
+                             "closed loop); at a request rate requests arrive one by one")
+        if self.num_prompts is not None and self.num_prompts < self.concurrency:
+            raise ValueError(f"num_prompts {self.num_prompts:,} is fewer than the concurrency "
+                             f"{self.concurrency:,}: the client never has that many in flight; allowed: at least "
+                             f"{self.concurrency:,}")
         if self.mode == "serving" and self.length_moments()["output_len"] < 2:
             raise ValueError("serving needs output_len of at least 2 (a first token and a decode step)")
         return self

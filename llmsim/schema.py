@@ -18,6 +18,7 @@ WHEN = {"": "always", "slo": "with serving.slo_ttft_s or serving.slo_tpot_s",
         "open_loop": "with workload.request_rate_per_s (estimate)",
         "open_loop_slo": "with workload.request_rate_per_s and an SLO (estimate)",
         "disaggregated": "with serving.disaggregation", "colocated": "without serving.disaggregation",
+        "ttft_percentiles": "without serving.disaggregation, or at a request rate",
         "sweep": "in sweep and search rows"}
 KINDS = ("text", "int", "float", "bool")
 
@@ -117,9 +118,9 @@ COLUMNS: tuple[Column, ...] = (
     _c("tpot_s", "s", "is", "float", "min", "TPOT", "Time per output token: mean decode step over the output."),
     _c("e2e_latency_s", "s", "is", "float", "min", "end-to-end latency", "Request latency: ttft_s + (output_len - 1) x tpot_s."),
     _c("queueing_delay_s", "s", "s", "float", "min", "queueing delay", "Mean wait before a request's prefill starts (part of ttft_s)."),
-    _c("ttft_p50_s", "s", "s", "float", "min", "TTFT p50", "Median TTFT over the requests: their prompt lengths, their place in a wave; at a request rate the M/G/1 queue's wait.", "colocated"),
-    _c("ttft_p90_s", "s", "s", "float", "min", "TTFT p90", "90th-percentile TTFT over the requests (as ttft_p50_s).", "colocated"),
-    _c("ttft_p99_s", "s", "s", "float", "min", "TTFT p99", "99th-percentile TTFT over the requests (as ttft_p50_s).", "colocated"),
+    _c("ttft_p50_s", "s", "s", "float", "min", "TTFT p50", "Median TTFT over the requests: their prompt lengths, their place in a wave; at a request rate the M/G/1 queue's wait.", "ttft_percentiles"),
+    _c("ttft_p90_s", "s", "s", "float", "min", "TTFT p90", "90th-percentile TTFT over the requests (as ttft_p50_s).", "ttft_percentiles"),
+    _c("ttft_p99_s", "s", "s", "float", "min", "TTFT p99", "99th-percentile TTFT over the requests (as ttft_p50_s).", "ttft_percentiles"),
     _c("tpot_p50_s", "s", "s", "float", "min", "TPOT p50", "Median of the requests' TPOT (their mean decode step; in waves, the wait for the wave's last prompt).", "colocated"),
     _c("tpot_p90_s", "s", "s", "float", "min", "TPOT p90", "90th percentile of the requests' TPOT (as tpot_p50_s).", "colocated"),
     _c("tpot_p99_s", "s", "s", "float", "min", "TPOT p99", "99th percentile of the requests' TPOT (as tpot_p50_s).", "colocated"),

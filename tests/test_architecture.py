@@ -144,8 +144,3 @@ def test_each_setting_is_declared_once():
                           and isinstance(s.target, ast.Name) and s.target.id in names]
     assert again == []
 
-
-def test_pipeline_embedding_stage_is_named_in_its_declaration_and_its_use():
-    where = sorted(p.relative_to(ROOT.parent).as_posix() for p in MODULES.values()
-                   if "pipeline_embedding_stage" in p.read_text(encoding="utf-8"))
-    assert where == ["llmsim/engine/settings.py", "llmsim/engine/split.py"]

@@ -62,9 +62,9 @@ LENGTHS = ["workload.input_len=256", "workload.output_len=32"]
 SCENARIOS = {  # mode, the conditional groups expected, overrides
     "training": ("training", (), []),
     "inference": ("inference", (), ["workload.mode=inference", "workload.batch_size=4", *LENGTHS]),
-    "serving-slo": ("serving", ("slo", "colocated"), ["workload.mode=serving", "workload.concurrency=8", *LENGTHS,
+    "serving-slo": ("serving", ("slo", "colocated", "ttft_percentiles"), ["workload.mode=serving", "workload.concurrency=8", *LENGTHS,
                                           "serving.slo_tpot_s=0.05"]),
-    "serving-rate": ("serving", ("open_loop", "colocated"), ["workload.mode=serving", "workload.request_rate_per_s=1", *LENGTHS]),
+    "serving-rate": ("serving", ("open_loop", "colocated", "ttft_percentiles"), ["workload.mode=serving", "workload.request_rate_per_s=1", *LENGTHS]),
 }
 
 

@@ -25,11 +25,14 @@ def test_a_scenario_without_the_section_gets_the_declared_defaults():
     sc = load(None, PresetRegistry(), [])
     # the bundled default scenario sets these; the serving engine's defaults fill the serving settings
     # declared None (spec/engines.py)
-    given = {"parallel.tp", "parallel.pp", "workload.seq_len", "workload.global_batch_size"}
+    from llmsim.spec.engines import scheduler_defaults
+
+    given = {"parallel.tp", "parallel.pp", "workload.seq_len", "workload.global_batch_size",
+             *(f"serving.{k}" for k in scheduler_defaults("generic", "h100-sxm", 80e9))}
     for key, section in declared_sections():
         got = getattr(sc, key)
         for f in dataclasses.fields(section):
-            if f"{key}.{f.name}" in given or (key == "serving" and f.default is None):
+            if f"{key}.{f.name}" in given:
                 continue
             assert getattr(got, f.name) == f.default, f"{key}.{f.name}"
 

@@ -27,17 +27,18 @@ Requests beyond the running limit wait in a FIFO queue for as long as each other
 
 from __future__ import annotations
 
-from statistics import NormalDist
-
 import numpy as np
+from scipy.special import ndtri
 
 QUANTILES = (0.5, 0.9, 0.99)
 
 
-def length_quantile(cv, q: float):
-    """q-quantile of a unit-mean lognormal of coefficient of variation ``cv`` (1 for cv 0)."""
+def length_quantile(cv, q):
+    """q-quantile (q may be an array) of a unit-mean lognormal of coefficient of variation ``cv`` (1 for
+    cv 0)."""
     sigma = np.sqrt(np.log1p(np.square(np.asarray(cv, dtype=float))))
-    return np.exp(-sigma * sigma / 2 + sigma * NormalDist().inv_cdf(q))
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.where(sigma > 0, np.exp(-sigma * sigma / 2 + sigma * ndtri(q)), 1.0)
 
 
 def steady_ttft(ttft, prompt, cv: float, prefill_step, step_tokens, chunk_room):
@@ -74,34 +75,51 @@ def in_waves(queue, end_of_prompt, wave_s, run, osl) -> dict:
     return out
 
 
-GRID = 48  # points of each part of the burst mixture's distribution
+GRID = 240  # burst prompts sampled (240 splits evenly into 1-6, 8, 10, 12, 15, 16, 20, ... prompts)
 
 
-def with_burst(ttft_at, ttft, tpot, first: dict, share, run, osl) -> dict:
+def with_burst(ttft_at, ttft, tpot, first: dict, share, run, osl, e) -> dict:
     """Mean and percentile TTFT and TPOT over a benchmark run whose first ``run`` requests a replica gets
     start at once (a share ``share`` of the replica's requests) and the rest see the steady state
     (``ttft_at``, ``ttft``, ``tpot``). ``first``: engine/waves.py's columns of that first wave. Its j-th
     prompt's first token comes at ``end_of_prompt(j)``; it then decodes beside the rest of the burst's
-    prompts, steps of about ``step_full`` s, until the burst's prefill ends at ``prefill_s``, and at the
-    steady TPOT after: TPOT_j = (min(k_j, O - 1) step_full + (O - 1 - k_j)+ TPOT) / (O - 1), k_j =
-    (prefill_s - end_j) / step_full steps."""
+    prompts, ``k_j = (prefill_s - end_j) / step_full`` steps of ``e`` tokens each, and at the steady TPOT
+    after: TPOT_j = (k_j step_full + (O - 1 - k_j e) TPOT) / (O - 1), k_j e <= O - 1."""
     decode = np.maximum(osl - 1, 1.0)
     u = (np.arange(GRID) + 0.5) / GRID
-    j = np.maximum(np.ceil(u[:, None] * run), 1.0)  # (GRID, rows)
-    end = first["end_of_prompt"](j)
-    k = np.minimum((first["prefill_s"] - end) / np.maximum(first["step_full"], 1e-30), decode)
-    burst_tpot = (k * first["step_full"] + (decode - k) * tpot) / decode
-    steady_ttft = np.stack([np.broadcast_to(ttft_at(q), np.shape(ttft)) for q in u])
-    steady_tpot = np.broadcast_to(tpot, steady_ttft.shape)
-    weights = np.concatenate([np.broadcast_to(1 - share, steady_ttft.shape), np.broadcast_to(share, end.shape)]) / GRID
+    end = first["end_of_prompt"](np.maximum(np.ceil(u[:, None] * run), 1.0))  # (GRID, rows)
+    k = np.minimum((first["prefill_s"] - end) / np.maximum(first["step_full"], 1e-30), decode / e)
+    burst_tpot = (k * first["step_full"] + (decode - k * e) * tpot) / decode
     out = {"ttft_s": (1 - share) * ttft + share * first["ttft"],
            "tpot_s": (1 - share) * tpot + share * burst_tpot.mean(axis=0)}
-    for key, parts in (("ttft", (steady_ttft, end)), ("tpot", (steady_tpot, burst_tpot))):
-        values = np.concatenate(parts)
-        order = np.argsort(values, axis=0)
-        cum = np.cumsum(np.take_along_axis(weights, order, axis=0), axis=0)
-        for q in QUANTILES:
-            at = np.argmax(cum >= q - 1e-12, axis=0)[None]
-            out[f"{key}_p{round(q * 100)}_s"] = np.take_along_axis(np.take_along_axis(values, order, axis=0), at, 0)[0]
+    for q in QUANTILES:
+        out[f"ttft_p{round(q * 100)}_s"] = mixture_quantile(q, ttft_at, end, share)
+    for q in QUANTILES:
+        out[f"tpot_p{round(q * 100)}_s"] = mixture_quantile(q, lambda p: tpot + 0.0 * p, burst_tpot, share)
     out["e2e_latency_s"] = out["ttft_s"] + (osl - 1) * out["tpot_s"]
     return out
+
+
+def mixture_quantile(q: float, steady_at, atoms, share):
+    """inf {x : (1 - w) F(x) + w G(x) >= q} per row: F the steady distribution, whose quantile function is
+    ``steady_at`` (non-decreasing in its level; continuous or one atom), G the uniform distribution over
+    the ``atoms`` (rows in columns), w = ``share``. Between the c-th and (c+1)-th smallest atoms G = c / J,
+    so the mixture reaches q there at the steady level p_c = (q - w c / J) / (1 - w) if steady_at(p_c) lies
+    in that interval; else at an atom, b_(c+1), when the steady part at it already reaches p_(c+1). The
+    first of these, in order, is the quantile (exact, the atoms standing for the burst)."""
+    b = np.sort(atoms, axis=0)
+    count, rows = b.shape
+    c = np.arange(count + 1, dtype=float)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(share < 1, (q - share * c / count) / (1 - share), np.sign(q - c / count) * np.inf)
+    x = np.broadcast_to(steady_at(np.clip(p, 0.0, 1.0)), (count + 1, rows))
+    lo = np.concatenate([np.full((1, rows), -np.inf), b])
+    hi = np.concatenate([b, np.full((1, rows), np.inf)])
+    inside = (p >= 0) & (p <= 1) & (x >= lo) & (x < hi)
+    at_atom = (p[1:] <= 0) | ((p[1:] <= 1) & (x[1:] <= b))  # the steady part at b_(c+1) reaches p_(c+1)
+    values = np.empty((2 * count + 1, rows))
+    ok = np.empty((2 * count + 1, rows), dtype=bool)
+    values[0::2], ok[0::2] = x, inside  # interval c, then atom c + 1, in order of x
+    values[1::2], ok[1::2] = b, at_atom
+    first = np.argmax(ok, axis=0)
+    return np.take_along_axis(values, first[None], axis=0)[0]

@@ -253,7 +253,7 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         first = waves.wave_columns(lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys), run, prompt, osl, e,
                                    budget, s.chunked_prefill)
         share = np.minimum(run * np.minimum(sp.dp, n_total) / sc.workload.num_prompts, 1.0)
-        spread = latency_spread.with_burst(ttft_at, ttft, tpot, first, share, run, osl)
+        spread = latency_spread.with_burst(ttft_at, ttft, tpot, first, share, run, osl, e)
         ttft, tpot, e2e_mean = spread.pop("ttft_s"), spread.pop("tpot_s"), spread.pop("e2e_latency_s")
     busy = np.minimum(sp.dp, n_total)  # fewer requests than replicas: only that many replicas work
     out_rate = busy * rate * osl  # output tokens/s of the deployment
@@ -294,6 +294,8 @@ def slo_capacity(sc: Scenario, sp: Split, input_len: int, output_len: int, num_d
     request meets it."""
     slo = sc.serving.slo_ttft_s, sc.serving.slo_tpot_s
     top = _deployment_limit(sc, sp, input_len, output_len)
+    if sc.workload.num_prompts is not None:  # a client of num_prompts requests has at most that many in flight
+        top = min(top, sc.workload.num_prompts)
 
     def meeting(conc):
         cols = _over(sc, sp, conc, input_len, output_len, num_devices)

@@ -71,11 +71,12 @@ def blame_override(err: SpecError, overrides: list[Override], source: str | None
     path = err.path or (_LEADING_KEY.match(err.message or "") or [None, None])[1]
     if err.file not in (None, source) or not path:
         return err
-    # a check across a section's keys opens with the key it is about ("num_prompts: ...")
-    lead = re.match(r"([a-z_]+)[ :]", err.message or "")
+    # a check across a section's keys names the keys it is about ("serving needs one of concurrency ... and
+    # request_rate_per_s"): the last override of one of them
+    named = set(re.findall(r"[a-z_]+", err.message or ""))
     for override in reversed(overrides):
         label, key = override_label(override)
-        if lead and key == f"{path}.{lead[1]}":
+        if key.startswith(path + ".") and key[len(path) + 1:] in named:
             return SpecError(err.message, file=label, path=err.path)
     for override in reversed(overrides):  # the last override of a key wins
         label, key = override_label(override)

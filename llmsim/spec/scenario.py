@@ -109,8 +109,8 @@ class WorkloadSpec(declared_model(WorkloadSettings, "WorkloadSettings")):
             raise ValueError("serving needs one of concurrency (requests in flight over the deployment) and "
                              "request_rate_per_s (Poisson arrivals)")
         if self.num_prompts is not None and (self.mode != "serving" or self.concurrency is None):
-            raise ValueError("num_prompts: a benchmark's start burst needs mode serving at a concurrency (a "
-                             "closed loop); at a request rate requests arrive one by one")
+            raise ValueError("num_prompts: a benchmark's start burst is modelled for mode serving at a concurrency "
+                             "(a closed loop); leave num_prompts out otherwise")
         if self.num_prompts is not None and self.num_prompts < self.concurrency:
             raise ValueError(f"num_prompts {self.num_prompts:,} is fewer than the concurrency "
                              f"{self.concurrency:,}: the client never has that many in flight; allowed: at least "
@@ -280,6 +280,9 @@ class ScenarioSpec(Strict):
             if value not in allowed.split(", ") and prec not in BF16_PARAM_PRECISIONS:
                 raise ValueError(f"parallel.{key} {value} needs bf16 parameters (workload.precision "
                                  f"{', '.join(BF16_PARAM_PRECISIONS)}), got {prec}; allowed: {allowed}")
+        if w.num_prompts is not None and self.serving.disaggregation is not None:
+            raise ValueError("workload.num_prompts: the start burst is modelled for co-located prefill and decode "
+                             "(no serving.disaggregation); leave num_prompts out")
         if self.serving.speculative is not None and (w.mode != "serving" or self.serving.disaggregation):
             raise ValueError("serving.speculative is modelled for workload.mode serving with co-located prefill "
                              "and decode (no serving.disaggregation)")

@@ -13,7 +13,7 @@ from llmsim.spec.sweep import SweepSpec
 def record_columns(mode: str, slo: bool = False) -> tuple[str, ...]:
     """The columns of one ``mode`` point, as declared in ``llmsim.schema`` (``slo``: serving with a
     service-level objective, which adds the SLO columns; a sweep's serving rows are co-located)."""
-    return tuple(c.name for c in schema.for_mode(mode, "colocated", *(("slo",) if slo else ())))
+    return tuple(c.name for c in schema.for_mode(mode, "colocated", "ttft_percentiles", *(("slo",) if slo else ())))
 
 
 def has_slo(spec: SweepSpec) -> bool:

@@ -40,6 +40,10 @@ class Serving:
         isl = varied.get("input_len", np.full(rows, w.input_len))
         osl = varied.get("output_len", np.full(rows, w.output_len))
         conc = varied.get("concurrency", np.full(rows, w.concurrency))
+        if w.num_prompts is not None:  # as the scenario check refuses one point (spec/scenario.py)
+            few = ok & (conc > w.num_prompts)
+            reasons[few] = f"workload.num_prompts {w.num_prompts:,} is fewer than the concurrency"
+            ok = ok & ~few
         engine = lambda sub: serving_record(sc, sub, n["num_devices"][ok], conc[ok], isl[ok], osl[ok])
         return engine, lambda bad: serving_inputs(sc, {k: v[bad] for k, v in n.items()}, isl[bad], osl[bad],
                                                   conc[bad]), ok, reasons

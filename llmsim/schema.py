@@ -65,6 +65,7 @@ COLUMNS: tuple[Column, ...] = (
     _c("dp", "1", "tis", "int", None, "dp", "Data-parallel degree: num_devices / (tp x pp x cp); serving: replicas."),
     _c("cp", "1", "tis", "int", None, "cp", "Context-parallel degree (the sequence split over devices, ring attention)."),
     _c("ep", "1", "tis", "int", None, "ep", "Expert-parallel degree of the MoE layers (1 for dense models)."),
+    _c("attention_dp", "", "s", "bool", None, "attention DP", "Attention data-parallel over the tp ranks (each its own requests, every head); MLP and experts over all."),
     _c("microbatch_size", "sequences", "t", "int", None, "microbatch size", "Sequences per microbatch."),
     _c("virtual_stages", "1", "t", "int", None, "virtual stages", "Model chunks per pipeline stage (interleaved 1F1B); 1 is plain 1F1B."),
     _c("sequence_parallel", "", "t", "bool", None, "sequence parallel", "Megatron sequence parallelism on the tensor-parallel group."),

@@ -42,7 +42,7 @@ from llmsim.engine.forward import (
 from llmsim.engine.memory import moe_dispatch_factor
 from llmsim.engine.network.groups import group_collectives
 from llmsim.engine.network.topology import strides
-from llmsim.engine.params import local_params
+from llmsim.engine.params import attention_params, local_params
 from llmsim.engine.split import Split, resolve_split
 from llmsim.engine.types import PRECISION_BYTES, Model, Scenario
 from llmsim.engine.window import key_span
@@ -144,6 +144,8 @@ def memory_bytes(sc: Scenario, sp: Split, batch, input_len, output_len) -> dict:
     m, w, stage_layers = sc.model, sc.workload, sp.layers_per_stage
     dense, expert = local_params(m, stage_layers, sp.pp, sp.tp, np.where(sp.ep_in_tp, 1, sp.ep))
     weights = dense * PRECISION_BYTES[w.weights] + expert * PRECISION_BYTES[w.experts]
+    if sc.parallel.attention_dp:  # every rank holds the whole attention of its layers, not a 1/tp share
+        weights = weights + stage_layers * attention_params(m) * (1 - 1 / sp.tp) * PRECISION_BYTES[w.weights]
     kv = batch * (input_len + output_len) * stage_layers * kv_bytes_per_token_layer(
         m, sp.tp, w.kv_cache)
     if m.attention_window is not None:  # a windowed layer caches at most its window (engine/window.py)
@@ -244,9 +246,11 @@ def forward_comm(sc: Scenario, sp: Split, st: dict, tokens, with_names: bool = T
     all-reduce names or None without ``with_names``); ``st``: the split's strides (topology.strides)."""
     m, net, deg = sc.model, sc.network, sp.degrees
     tok_bytes = tokens * m.hidden * ACT_BYTES
-    # attention output and MLP output all-reduces (no sequence parallelism in inference)
+    # attention output and MLP output all-reduces (no sequence parallelism in inference); with attention
+    # data-parallel, the MLP's all-gather of the ranks' tokens and reduce-scatter of its output: the two
+    # halves of one all-reduce
     t_ar, names = tp_all_reduce(sc, sp.tp, st["tp"], tok_bytes, with_names)
-    out = 0.0 + sp.layers_per_stage * 2 * t_ar
+    out = 0.0 + sp.layers_per_stage * (1 if sc.parallel.attention_dp else 2) * t_ar
     if m.moe:  # dispatch and combine (Lepikhin et al. 2020, GShard); none when ep is inside tp
         a2a_bytes = tok_bytes * m.moe.top_k * moe_dispatch_factor(m)  # padded to capacity if dropping
         t_a2a = group_collectives(net, "all_to_all", a2a_bytes, deg["ep"], st["ep"])[0]

@@ -47,7 +47,10 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len, lockstep: bool
     blk = s.kv_block_tokens
     ctx = (np.asarray(input_len, dtype=float) + output_len if lockstep
            else mix_moments(sc.workload, input_len, output_len)["ctx"])
-    per_token = sp.layers_per_stage * kv_bytes_per_token_layer(sc.model, sp.tp, kvp)
+    # attention data-parallel: a rank caches its own requests' keys and values with every head, 1/tp of
+    # the replica's requests
+    ranks = sp.tp if sc.parallel.attention_dp else 1
+    per_token = sp.layers_per_stage * kv_bytes_per_token_layer(sc.model, sp.tp // ranks, kvp)
     fixed = memory_bytes(sc, sp, 0, input_len, output_len)
     if draft is not None:  # a draft model: its weights and its KV cache on each of the target's tp ranks
         one = dataclasses.replace(sp, pp=np.ones_like(sp.pp), ep=np.ones_like(sp.ep),
@@ -60,6 +63,6 @@ def running_limit(sc: Scenario, sp: Split, input_len, output_len, lockstep: bool
     workspace = s.max_batch_tokens * workspace_per_token(sc, sp.tp) + s.max_seqs * logits_bytes_per_seq(sc, sp.tp)
     free = kv_budget(s.engine, sc.accelerator.hbm_bytes, fixed["weights"], workspace, fixed["reserved"],
                      sp.tp * sp.pp)
-    kv_fit = np.maximum(np.floor(free / per_seq), 0)
-    return {"kv_per_seq_bytes": per_seq, "kv_free_bytes": free,
+    kv_fit = np.maximum(np.floor(free / per_seq), 0) * ranks
+    return {"kv_per_seq_bytes": per_seq / ranks, "kv_free_bytes": free,
             "max_running": np.minimum(kv_fit, s.max_seqs).astype(np.int64)}

@@ -93,16 +93,26 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
         touched = (share * touched_experts(m, d * q + np.maximum(chunk, c), ep, pooled)
                    + (1 - share) * touched_experts(m, d * q, ep, pooled))
 
+    # attention data-parallel: each of the a = tp ranks runs the attention of its own 1/a of the requests
+    # with every head (tp 1 there); the MLP and experts run on all the ranks' tokens as before
+    a = tp if sc.parallel.attention_dp else 1
+
+    def ops_at(moe: bool, tokens, ranks):
+        return engine_ops(layer_ops(m, 1, tokens, ranks, 1, False, prec, moe, ep, flash=True, expert_tp=etp,
+                                    touched_experts=touched, weights=w.weights, experts=w.experts,
+                                    moe_dispatch="local" if in_tp else "permute",
+                                    expert_rate=expert_gemm_rate(sc.parallel, acc)), prec,
+                          sc.parallel.activation_quant == "fused")
+
     def layer(moe: bool):
-        ops = engine_ops(layer_ops(m, 1, d * q + c, tp, 1, False, prec, moe, ep, flash=True, expert_tp=etp,
-                                   touched_experts=touched, weights=w.weights, experts=w.experts,
-                                   moe_dispatch="local" if in_tp else "permute",
-                                   expert_rate=expert_gemm_rate(sc.parallel, acc)), prec,
-                         sc.parallel.activation_quant == "fused")
+        ops = ops_at(moe, d * q + c, tp)
+        if sc.parallel.attention_dp:
+            ops = attention_dp_ops(ops_at(moe, (d * q + c) / a, tp // a), ops)
         out = 0.0
         for op in ops:
             if op.name == "attention":  # decode tokens read their cache, prompt tokens their prefix
-                op_list = [decode_attention(m, d, ctx, tp, kvp, 1.0, q), _prefill_attention(m, c, keys, tp, kvp)]
+                op_list = [decode_attention(m, d / a, ctx, tp // a, kvp, 1.0, q),
+                           _prefill_attention(m, c / a, keys, tp // a, kvp)]
             else:
                 op_list = [op]
             out = out + sum(kernel_time(o, acc, prec, kern, inference=True) * o.count for o in op_list)
@@ -113,6 +123,16 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
     head = sum(kernel_time(o, acc, prec, kern, inference=True)
                for o in head_ops(m, 1, np.maximum(d * q, 1.0), tp, 1, w.weights))
     return {"layer": per_layer, "head": head}
+
+
+def attention_dp_ops(own: list[Op], shared: list[Op]) -> list[Op]:
+    """A layer's operators under attention data-parallel: the attention half (the ops before the MLP's
+    norm, and their activation quantisation) of ``own`` (a rank's requests, every head), the rest of
+    ``shared`` (all the ranks' tokens, split as before)."""
+    cut = [o.name for o in own].index("residual_mlp_norm")
+    first = {o.name for o in own[:cut]}
+    in_attention = lambda o: o.name in first or o.name.removesuffix("_quant") in first
+    return [o for o in own if in_attention(o)] + [o for o in shared if not in_attention(o)]
 
 
 def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys, chunk=None):

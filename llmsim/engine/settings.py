@@ -54,6 +54,11 @@ class Parallel:
         "nccl", "inference tp all-reduce: NCCL's algorithms, or auto: also a one-shot custom all-reduce inside "
         "one scale-up domain where faster (nccl until auto is validated engine by engine)",
         "TensorRT-LLM, vLLM and SGLang custom all-reduce kernels")
+    attention_dp: bool = setting(
+        False, "serving: attention data-parallel over the tp ranks: each rank runs its own requests' attention "
+        "with every head and caches only their keys and values; the MLP and expert layers run on all the ranks' "
+        "tokens (gathered before, reduce-scattered after)",
+        "SGLang --enable-dp-attention (python/sglang/srt/layers/dp_attention.py); TensorRT-LLM enable_attention_dp")
     tp_comm_overlap: bool = setting(False, "TP collectives overlapped with the GEMMs beside them",
                                     "Transformer Engine userbuffers (Megatron-Core --tp-comm-overlap)")
     moe_comm_overlap: Literal["none", "shared_experts", "batch"] = setting(

@@ -74,7 +74,8 @@ def print_serving(rec: dict) -> None:
     """Continuous-batching serving in steady state (engine/serving.py)."""
     console = Console()
     title = (f"{rec['model']} serving on {rec['num_devices']} x {rec['accelerator']} ({rec['network']}), "
-             f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} ep={rec['ep']}, {fmt_number(rec['concurrency'])} requests in "
+             f"tp={rec['tp']} pp={rec['pp']} dp={rec['dp']} ep={rec['ep']}"
+             f"{' (attention data-parallel)' if rec.get('attention_dp') else ''}, {fmt_number(rec['concurrency'])} requests in "
              f"flight of ({rec['input_len']} in + {rec['output_len']} out) tokens, {rec['precision']}")
     rows = [
         ("time to first token (TTFT)", (f"{fmt_number(rec['ttft_s'] * 1e3)} ms"

@@ -280,6 +280,10 @@ class ScenarioSpec(Strict):
             if value not in allowed.split(", ") and prec not in BF16_PARAM_PRECISIONS:
                 raise ValueError(f"parallel.{key} {value} needs bf16 parameters (workload.precision "
                                  f"{', '.join(BF16_PARAM_PRECISIONS)}), got {prec}; allowed: {allowed}")
+        if self.parallel.attention_dp and (w.mode != "serving" or self.serving.disaggregation is not None
+                                           or self.serving.speculative is not None):
+            raise ValueError("parallel.attention_dp is modelled for workload.mode serving with co-located prefill "
+                             "and decode and no speculative decoding; leave it out (false)")
         if w.num_prompts is not None and self.serving.disaggregation is not None:
             raise ValueError("workload.num_prompts: the start burst is modelled for co-located prefill and decode "
                              "(no serving.disaggregation); leave num_prompts out")

@@ -59,15 +59,20 @@ class Serving:
         slo = SHOWN_SLO if sc.serving.has_slo else []
         if sc.serving.disaggregation is not None:
             return SHOWN_POOLS + SHOWN_INFERENCE[4:] + slo
-        return SHOWN_INFERENCE + slo
+        adp = ["attention_dp"] if sc.model.moe is not None and sc.serving.speculative is None else []
+        return SHOWN_INFERENCE[:4] + adp + SHOWN_INFERENCE[4:] + slo
 
     def search_axes(self, sc, data: dict, tps, pps, eps, cps) -> tuple:
-        """Co-located: the model split, the replicas (dp) filling the devices; disaggregated: each pool's
-        tp (pp 1), the pool sizes chosen per pair (prefill_devices auto unless set)."""
+        """Co-located: the model split, the replicas (dp) filling the devices, and for a MoE model without
+        speculative decoding attention data-parallel or not; disaggregated: each pool's tp (pp 1), the pool
+        sizes chosen per pair (prefill_devices auto unless set)."""
         if sc.serving.disaggregation is not None:
             return ((("serving", "disaggregation", "prefill", "tp"), tps),
                     (("serving", "disaggregation", "decode", "tp"), tps))
-        return ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps))
+        axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps))
+        if sc.model.moe is not None and sc.serving.speculative is None:
+            axes += ((("parallel", "attention_dp"), (False, True)),)
+        return axes
 
 
 def _open_loop_record(sc, sp) -> dict:
@@ -126,7 +131,8 @@ def serving_inputs(sc, n: dict, input_len, output_len, concurrency) -> dict:
     cols["concurrency"] = cols.pop("batch_size")
     const, w = constant_column(len(n["tp"])), sc.workload
     spec = sc.serving.speculative  # none: 0 drafted tokens, no acceptance rate
-    cols.update(engine=const(sc.serving.engine), scheduler=const(sc.serving.scheduler), input_len_cv=const(w.input_len_cv),
+    cols.update(attention_dp=const(sc.parallel.attention_dp), engine=const(sc.serving.engine),
+                scheduler=const(sc.serving.scheduler), input_len_cv=const(w.input_len_cv),
                 output_len_cv=const(w.output_len_cv),
                 speculative_draft_tokens=const(spec.draft_tokens if spec else 0),
                 speculative_draft_layers=const(draft_layers(sc)),

@@ -1,0 +1,92 @@
+"""Attention data-parallel serving (``parallel.attention_dp``; SGLang --enable-dp-attention, TensorRT-LLM
+enable_attention_dp): each tp rank runs its own requests' attention with every head and caches only their
+keys and values; the MLP and experts run on all the ranks' tokens."""
+
+import numpy as np
+import pytest
+
+from llmsim.engine.inference import forward_comm, memory_bytes
+from llmsim.engine.kv_capacity import running_limit
+from llmsim.engine.network.topology import strides
+from llmsim.engine.split import resolve_split
+from llmsim.spec.errors import SpecError
+from llmsim.spec.presets import PresetRegistry
+from llmsim.study.records import load, record
+
+DSR1 = ["model=deepseek-r1", "system.accelerator=h200-sxm", "system.network=dgx-h200", "system.num_devices=8",
+        "parallel.tp=8", "parallel.pp=1", "parallel.ep=8", "workload.mode=serving", "workload.precision=native",
+        "workload.input_len=1024", "workload.output_len=2048", "workload.concurrency=1024",
+        "serving.max_seqs=100000"]
+ADP = "parallel.attention_dp=true"
+
+
+def _sc(*overrides):
+    return load(None, PresetRegistry(), list(overrides))
+
+
+def test_each_rank_holds_the_whole_attention_by_hand():
+    # DeepSeek-R1 attention per layer (hidden 7168, q_lora 1536, kv_lora 512, rope 64, 128 heads of 128 + 64,
+    # v 128): q 7168 x 1536 + 1536 + 1536 x 128 x 192 = 48,760,320; kv 7168 x 576 + 512 + 512 x 128 x 256 =
+    # 20,906,496; o 128 x 128 x 7168 = 117,440,512; 187,107,328 a layer. At tp 8 a rank held 1/8 of it; with
+    # attention DP all of it: 61 layers x 187,107,328 x 7/8 x 1 byte (FP8) = 9,986,853,632 bytes more
+    plain, adp = _sc(*DSR1), _sc(*DSR1, ADP)
+    w = [memory_bytes(sc, resolve_split(sc).as_column(), 0, 1024, 2048)["weights"][0] for sc in (plain, adp)]
+    assert w[1] - w[0] == pytest.approx(61 * 187_107_328 * 7 / 8, rel=1e-12)
+
+
+def test_a_rank_caches_only_its_own_requests_keys_and_values():
+    # MLA caches one 576-wide latent a token whatever tp, so a request's cache is the same bytes; with
+    # attention DP each rank holds 1/8 of the requests: 8 x the requests in the memory the weights leave
+    plain, adp = _sc(*DSR1), _sc(*DSR1, ADP)
+    lims = [running_limit(sc, resolve_split(sc).as_column(), np.array([1024.0]), np.array([2048.0]))
+            for sc in (plain, adp)]
+    per_seq = lims[0]["kv_per_seq_bytes"][0]  # per device, without DP: the whole request's cache
+    assert lims[1]["kv_per_seq_bytes"][0] == pytest.approx(per_seq / 8)
+    assert lims[1]["max_running"][0] == 8 * np.floor(lims[1]["kv_free_bytes"][0] / per_seq)
+    assert lims[1]["max_running"][0] > 6 * lims[0]["max_running"][0]  # less the replicated attention
+
+
+def test_the_mlp_gathers_and_reduce_scatters_once_a_layer():
+    # two all-reduces a layer (after attention, after the MLP) become one all-gather and one reduce-scatter
+    # over the same ranks: the halves of one all-reduce, so a dense model's tp communication halves
+    base = ["model=llama3-70b", "system.num_devices=8", "parallel.tp=8", "parallel.pp=1", "workload.mode=serving",
+            "workload.input_len=1000", "workload.output_len=100", "workload.concurrency=64"]
+    comm = []
+    for sc in (_sc(*base), _sc(*base, ADP)):
+        sp = resolve_split(sc).as_column()
+        comm.append(forward_comm(sc, sp, strides(sc.parallel.order, sp.degrees), np.array([64.0]), False)[0][0])
+    assert comm[1] == pytest.approx(comm[0] / 2, rel=1e-12)
+
+
+def test_one_rank_is_no_change():
+    base = ["model=qwen3-30b-a3b", "system.num_devices=8", "parallel.tp=1", "parallel.pp=1", "workload.mode=serving",
+            "workload.input_len=1000", "workload.output_len=200", "workload.concurrency=64"]
+    a, b = record(_sc(*base)), record(_sc(*base, ADP))
+    assert b.pop("attention_dp") is True and a.pop("attention_dp") is False
+    assert a.keys() == b.keys()
+    assert all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in a)  # NaN (no speculation) as NaN
+
+
+def test_attention_dp_serves_deepseek_r1_at_its_published_load():
+    # TensorRT-LLM's DeepSeek-R1 guide ran 1,024 requests at once on 8 H200 with attention DP and EP 8 (the
+    # 2025-26 record trtllm_dsr1_fp8_h200_tep8_adp_c1024): without attention DP every rank caches every
+    # request's latent and llmsim fits 340 of them; with it all 1,024 run
+    engine = ["serving.engine=tensorrt-llm", "serving.max_seqs=2048"]
+    plain = record(_sc(*DSR1[:-1], *engine))
+    adp = record(_sc(*DSR1[:-1], *engine, ADP))
+    assert plain["running_requests_per_replica"] < 400
+    assert adp["running_requests_per_replica"] == 1024
+    assert adp["throughput_tokens_per_s"] > 2 * plain["throughput_tokens_per_s"]
+    mi355x = record(_sc(*DSR1[:-1], *engine, "system.accelerator=mi355x", "system.network=mi355x-8", ADP))
+    assert mi355x["fits_in_memory"] and mi355x["running_requests_per_replica"] == 1024
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["workload.mode=inference", "workload.batch_size=4"], "modelled for workload.mode serving"),
+    (["serving.disaggregation={prefill: {tp: 8}, decode: {tp: 8}}", "serving.disaggregation.prefill_devices=8"],
+     "co-located prefill and decode"),
+    (["serving.speculative={acceptance_rate: 0.7}"], "no speculative decoding"),
+])
+def test_attention_dp_outside_co_located_serving_is_refused(extra, says):
+    with pytest.raises(SpecError, match=says):
+        _sc(*DSR1, *extra, ADP)

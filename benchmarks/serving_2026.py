@@ -153,8 +153,9 @@ def main() -> None:
     print()
     for kind, pick in (("MoE", True), ("dense", False)):
         for key in ("tpot", "ttft", "throughput"):
-            # an open loop offered more than llmsim's capacity has no steady state: its throughput there is the
-            # capacity, the measurement the offered rate; counted apart, as TTFT's
+            # an open loop offered more than llmsim's capacity has no steady state (llmsim's throughput there is
+            # its capacity): its throughput is shown apart, with the figure over every row beside
+            every = [r[f"{key}_error"] for r in table if r.get("moe") == pick and r.get(f"{key}_error") is not None]
             errs = [r[f"{key}_error"] for r in table if r.get("moe") == pick and r.get(f"{key}_error") is not None
                     and not (key == "throughput" and "overloaded" in r.get("flags", ""))]
             if errs:
@@ -162,8 +163,11 @@ def main() -> None:
                 signed = 100 * sum(errs) / len(errs)
                 over = sum(1 for r in table if r.get("moe") == pick and "overloaded" in r.get("flags", "")
                            and r.get(f"{key}_measured") and (key == "throughput" or r.get(f"{key}_error") is None))
+                with_all = (f" (with them: {100 * sum(abs(e) for e in every) / len(every):.1f}% over {len(every)})"
+                            if len(every) > len(errs) else "")
                 print(f"{kind:5s} {key:10s}: mean absolute error {mean_abs:5.1f}% (signed {signed:+.1f}%) "
-                      f"over {len(errs)} records" + (f"; {over} more predicted past capacity" if over else ""))
+                      f"over {len(errs)} records" + (f"; {over} more predicted past capacity" if over else "")
+                      + with_all)
     print()
     print("\n".join(spread_summary(table)))
 

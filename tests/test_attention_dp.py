@@ -46,16 +46,42 @@ def test_a_rank_caches_only_its_own_requests_keys_and_values():
     assert lims[1]["max_running"][0] > 6 * lims[0]["max_running"][0]  # less the replicated attention
 
 
-def test_the_mlp_gathers_and_reduce_scatters_once_a_layer():
-    # two all-reduces a layer (after attention, after the MLP) become one all-gather and one reduce-scatter
-    # over the same ranks: the halves of one all-reduce, so a dense model's tp communication halves
+def test_the_mlp_gathers_and_reduce_scatters_instead_of_two_all_reduces():
+    # two all-reduces a layer (after attention, after the MLP) become one all-gather of the ranks' tokens and
+    # one reduce-scatter of the MLP's output, timed as those collectives: NCCL's ring all-reduce is a
+    # reduce-scatter then an all-gather, so the pair costs about one all-reduce (more where the all-reduce
+    # has a faster algorithm or protocol of its own), between half and all of the two
+    from llmsim.engine.network.groups import group_collectives
+
     base = ["model=llama3-70b", "system.num_devices=8", "parallel.tp=8", "parallel.pp=1", "workload.mode=serving",
             "workload.input_len=1000", "workload.output_len=100", "workload.concurrency=64"]
     comm = []
     for sc in (_sc(*base), _sc(*base, ADP)):
         sp = resolve_split(sc).as_column()
         comm.append(forward_comm(sc, sp, strides(sc.parallel.order, sp.degrees), np.array([64.0]), False)[0][0])
-    assert comm[1] == pytest.approx(comm[0] / 2, rel=1e-12)
+    sc = _sc(*base)
+    sp = resolve_split(sc).as_column()
+    pair = sum(group_collectives(sc.network, op, np.array([64 * 8192 * 2.0]), sp.tp, np.array([1]))[0][0]
+               for op in ("all_gather", "reduce_scatter"))
+    assert comm[1] == pytest.approx(80 * pair, rel=1e-12)  # 80 layers
+    assert comm[0] / 2 <= comm[1] <= comm[0]
+
+
+def test_a_lone_request_runs_its_prompt_on_one_rank():
+    # one request at a time: with attention data-parallel its whole prompt runs on one rank at tp 1, so its
+    # time to first token cannot beat plain tp 8, which splits the prompt's heads over the eight
+    plain, adp = record(_sc(*DSR1[:-1], "workload.concurrency=1")), record(_sc(*DSR1[:-1], "workload.concurrency=1",
+                                                                                 ADP))
+    assert adp["ttft_s"] > 1.2 * plain["ttft_s"]
+    assert adp["tpot_s"] >= plain["tpot_s"]  # its decode too: one rank's whole attention weights
+
+
+def test_experts_outside_the_tp_ranks_are_refused():
+    from llmsim.engine.errors import DesignError
+
+    with pytest.raises(DesignError, match="ep \\(4\\) must divide tp \\(2\\)"):
+        record(_sc(*[x for x in DSR1 if not x.startswith(("parallel.tp", "parallel.ep"))], "parallel.tp=2",
+                   "parallel.ep=4", ADP))
 
 
 def test_one_rank_is_no_change():

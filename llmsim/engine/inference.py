@@ -247,9 +247,10 @@ def forward_comm(sc: Scenario, sp: Split, st: dict, tokens, with_names: bool = T
     m, net, deg = sc.model, sc.network, sp.degrees
     tok_bytes = tokens * m.hidden * ACT_BYTES
     # attention output and MLP output all-reduces (no sequence parallelism in inference); with attention
-    # data-parallel, the MLP's all-gather of the ranks' tokens and reduce-scatter of its output: the two
-    # halves of one all-reduce
+    # data-parallel, the MLP's all-gather of the ranks' tokens and reduce-scatter of its output instead
     t_ar, names = tp_all_reduce(sc, sp.tp, st["tp"], tok_bytes, with_names)
+    if sc.parallel.attention_dp:
+        t_ar = sum(group_collectives(net, op, tok_bytes, sp.tp, st["tp"])[0] for op in ("all_gather", "reduce_scatter"))
     out = 0.0 + sp.layers_per_stage * (1 if sc.parallel.attention_dp else 2) * t_ar
     if m.moe:  # dispatch and combine (Lepikhin et al. 2020, GShard); none when ep is inside tp
         a2a_bytes = tok_bytes * m.moe.top_k * moe_dispatch_factor(m)  # padded to capacity if dropping

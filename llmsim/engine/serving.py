@@ -72,11 +72,12 @@ def _prefill_attention(m, c, keys, tp, kv_precision: str) -> Op:
     return Op("attention", "attention", flops, nbytes, np.maximum(c, 1.0), 1.0, 1.0, True, kernels=0.0)
 
 
-def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 1, chunk=None):
+def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 1, chunk=None, own=None):
     """Compute time of one step on one device of the fullest stage's layer mix and the output layer;
     each of the ``d`` decoding requests runs ``q`` positions (speculative verification: q = k + 1).
     ``chunk``: ``c`` is a mean over steps whose prompt tokens come ``chunk`` at a time (None: every step
-    holds ``c``)."""
+    holds ``c``). ``own``: the most prompt tokens of one request in the step (default ``c``), which attention
+    data-parallel runs on one rank."""
     m, w = sc.model, sc.workload
     kvp = w.kv_cache
     acc, prec, kern = sc.accelerator, w.precision, sc.parallel.attention_kernel
@@ -93,9 +94,12 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
         touched = (share * touched_experts(m, d * q + np.maximum(chunk, c), ep, pooled)
                    + (1 - share) * touched_experts(m, d * q, ep, pooled))
 
-    # attention data-parallel: each of the a = tp ranks runs the attention of its own 1/a of the requests
-    # with every head (tp 1 there); the MLP and experts run on all the ranks' tokens as before
+    # attention data-parallel: each of the a = tp ranks runs the attention of its own requests with every
+    # head (tp 1 there), and the MLP and experts wait for the busiest: 1/a of the decoding requests (one while
+    # there are fewer than a) and of the prompt tokens, but a request's prompt chunk whole on its rank
     a = tp if sc.parallel.attention_dp else 1
+    d_rank = np.maximum(d / a, np.minimum(d, 1.0)) if sc.parallel.attention_dp else d
+    c_rank = np.maximum(c / a, np.minimum(c, c if own is None else own)) if sc.parallel.attention_dp else c
 
     def ops_at(moe: bool, tokens, ranks):
         return engine_ops(layer_ops(m, 1, tokens, ranks, 1, False, prec, moe, ep, flash=True, expert_tp=etp,
@@ -107,12 +111,12 @@ def _stage_compute(sc: Scenario, in_tp: bool, d, c, ctx, keys, tp, ep, q: int = 
     def layer(moe: bool):
         ops = ops_at(moe, d * q + c, tp)
         if sc.parallel.attention_dp:
-            ops = attention_dp_ops(ops_at(moe, (d * q + c) / a, tp // a), ops)
+            ops = attention_dp_ops(ops_at(moe, d_rank * q + c_rank, tp // a), ops)
         out = 0.0
         for op in ops:
             if op.name == "attention":  # decode tokens read their cache, prompt tokens their prefix
-                op_list = [decode_attention(m, d / a, ctx, tp // a, kvp, 1.0, q),
-                           _prefill_attention(m, c / a, keys, tp // a, kvp)]
+                op_list = [decode_attention(m, d_rank, ctx, tp // a, kvp, 1.0, q),
+                           _prefill_attention(m, c_rank, keys, tp // a, kvp)]
             else:
                 op_list = [op]
             out = out + sum(kernel_time(o, acc, prec, kern, inference=True) * o.count for o in op_list)
@@ -135,18 +139,21 @@ def attention_dp_ops(own: list[Op], shared: list[Op]) -> list[Op]:
     return [o for o in own if in_attention(o)] + [o for o in shared if not in_attention(o)]
 
 
-def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys, chunk=None):
+def step_time(sc: Scenario, sp: Split, st: dict, d, c, ctx, keys, chunk=None, own=None):
     """Wall time of one engine step: every stage's forward over ``d`` decoding requests and ``c`` prompt
     tokens (arrays per row), their collectives, and the pipeline hops; speculating, each decoding request
     verifies k + 1 positions after the draft's k passes (engine/speculative.py). ``chunk``: ``c`` is the
-    mean of steps with prompt chunks of that size and steps without (``_stage_compute``)."""
+    mean of steps with prompt chunks of that size and steps without; ``own``: the most prompt tokens of one
+    request in the step (``_stage_compute``)."""
     q = speculative.queries(sc)
     flag = np.broadcast_to(np.asarray(sp.ep_in_tp, dtype=bool), np.shape(d))
+    own = np.broadcast_to(np.asarray(c if own is None else own, dtype=float), np.shape(d))
     if chunk is None:
-        comp = on_flag(lambda f, *k: _stage_compute(sc, f, *k, q=q), flag, d, c, ctx, keys, sp.tp, sp.ep)
+        comp = on_flag(lambda f, *k: _stage_compute(sc, f, *k[:-1], q=q, own=k[-1]), flag, d, c, ctx, keys, sp.tp,
+                       sp.ep, own)
     else:
-        comp = on_flag(lambda f, *k: _stage_compute(sc, f, *k[:-1], q=q, chunk=k[-1]), flag, d, c, ctx, keys,
-                       sp.tp, sp.ep, chunk)
+        comp = on_flag(lambda f, *k: _stage_compute(sc, f, *k[:-2], q=q, chunk=k[-2], own=k[-1]), flag, d, c, ctx,
+                       keys, sp.tp, sp.ep, chunk, own)
     comm, _ = forward_comm(sc, sp, st, d * q + c, with_names=False)
     stage = sp.layers_per_stage * comp["layer"] + comp["head"] + comm
     out = sp.pp * stage + pipeline_hops(sc, sp, st, d * q + c)
@@ -229,18 +236,18 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         # whole without chunked prefill (the engine admits a prompt only with room for all of it)
         chunk = (np.minimum(prompt, np.maximum(budget - (1 + d_o) * q, 1.0)) if s.chunked_prefill
                  else prompt + 0.0 * d_o)
-        step = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys, chunk=chunk)
+        step = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys, chunk=chunk, own=np.minimum(c_o, chunk))
         tpot = step / e
         if s.chunked_prefill:  # its prompt in w chunks
             room = np.maximum(budget - d_o * q, 1.0)
             chunks = np.maximum(1.0, prompt / room)
             step_tokens = c_o * stretch + prompt / chunks
-            prefill_step = step_time(sc, sp, st, d_o, step_tokens, ctx, keys)
+            prefill_step = step_time(sc, sp, st, d_o, step_tokens, ctx, keys, own=prompt / chunks)
             e2e_run = chunks * prefill_step + (osl - 1) * tpot
         else:  # whole prompts: a step takes those that fit its budget beside the decodes, the rest wait
             per_step = 1 + np.floor(np.maximum(budget - d_o * q - prompt, 0.0) / prompt)
             room, step_tokens = np.inf, np.minimum(c_o * stretch, (per_step - 1) * prompt) + prompt
-            prefill_step = step_time(sc, sp, st, d_o, step_tokens, ctx, keys)
+            prefill_step = step_time(sc, sp, st, d_o, step_tokens, ctx, keys, own=prompt)
             e2e_run = run / whole_prompt_rate(run, prefill_step + (osl - 1) * tpot, prefill_step / per_step)
         stretch = prefill_step / step
         rate = run / e2e_run
@@ -252,13 +259,13 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     # finishes at most d_max / ((O - 1) / e t(B)) requests per second; past that, TPOT is a full step and
     # the excess waits for prefill (Little's law below).
     d_max = budget * (osl - 1) / (q * (osl - 1) + prompt * e)
-    t_full = step_time(sc, sp, st, d_max, budget - d_max * q, ctx, keys)
+    t_full = step_time(sc, sp, st, d_max, budget - d_max * q, ctx, keys, own=np.minimum(prompt, budget))
     rate_max = d_max / ((osl - 1) / e * t_full)
     full = ((1 + d_o) * q + c_o > budget) | (rate > rate_max)
     rate = np.where(full, np.minimum(rate, rate_max), rate)
     tpot = np.where(full, np.maximum(tpot, t_full / e), tpot)
     if in_waves:
-        wave = waves.wave_columns(lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys), run, prompt, osl, e,
+        wave = waves.wave_columns(lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys, own=np.minimum(prompt, cc)), run, prompt, osl, e,
                                   budget, s.chunked_prefill)
         rate, tpot = wave["rate"], wave["tpot"]
     e2e = n / rate  # Little's law over everything in flight: prefill waits and the queue beyond the limit
@@ -270,7 +277,7 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
               else latency_spread.steady(ttft_at, tpot))
     e2e_mean = e2e
     if closed_loop and not in_waves and sc.workload.num_prompts is not None:  # the client's start burst
-        first = waves.wave_columns(lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys), run, prompt, osl, e,
+        first = waves.wave_columns(lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys, own=np.minimum(prompt, cc)), run, prompt, osl, e,
                                    budget, s.chunked_prefill)
         share = np.minimum(run * np.minimum(sp.dp, n_total) / sc.workload.num_prompts, 1.0)
         spread = latency_spread.with_burst(ttft_at, ttft, tpot, first, share, run, osl, e)

@@ -118,6 +118,10 @@ def _checks(sc: Scenario, a: dict, dp, ep_in_tp, folds) -> list[tuple]:
                    "parallelism (training: or folded over tp x cp x dp, when ep divides it; inference: or out "
                    "of tp, when ep divides tp)", "parallel.ep"),
         (seq % cp != 0, lambda i: f"seq_len ({seq}) is not divisible by cp ({cp[i]})", "parallel.cp"),
+        # attention data-parallel (SGLang, TensorRT-LLM) runs the experts over the ranks that share the tokens
+        ((ep > 1) & ~ep_in_tp & sc.parallel.attention_dp,
+         lambda i: f"parallel.attention_dp runs the experts over the tp ranks: ep ({ep[i]}) must divide tp "
+                   f"({tp[i]})", "parallel.ep"),
     ]
     if w.mode == "training":
         gbs = a["global_batch_size"]

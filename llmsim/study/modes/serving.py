@@ -64,13 +64,14 @@ class Serving:
 
     def search_axes(self, sc, data: dict, tps, pps, eps, cps) -> tuple:
         """Co-located: the model split, the replicas (dp) filling the devices, and for a MoE model without
-        speculative decoding attention data-parallel or not; disaggregated: each pool's tp (pp 1), the pool
+        speculative decoding attention data-parallel or not (unless the scenario sets it); disaggregated: each pool's tp (pp 1), the pool
         sizes chosen per pair (prefill_devices auto unless set)."""
         if sc.serving.disaggregation is not None:
             return ((("serving", "disaggregation", "prefill", "tp"), tps),
                     (("serving", "disaggregation", "decode", "tp"), tps))
         axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps))
-        if sc.model.moe is not None and sc.serving.speculative is None:
+        if (sc.model.moe is not None and sc.serving.speculative is None
+                and data.get("parallel", {}).get("attention_dp") is None):  # a value the scenario sets stays
             axes += ((("parallel", "attention_dp"), (False, True)),)
         return axes
 

@@ -211,3 +211,19 @@ def test_a_1_mib_all_reduce_over_tp_4_by_hand():
     # the same 4 ranks 8 apart sit in four nodes: no shared NVSwitch, so no one-shot (NCCL over InfiniBand)
     far, far_names = tp_all_reduce(_tp_case(), np.array([4]), np.array([8]), size)
     assert "one-shot" not in far_names[0] and "infiniband" in far_names[0] and far[0] > 25.374e-6
+
+
+def test_mla_decodes_on_its_latent_cache_by_hand():
+    # DeepSeek-R1 (128 heads, kv_lora_rank 512, RoPE key 64) at tp 8, 4 sequences, 1,000 cached tokens, bf16
+    # cache: absorbed MLA (FlashMLA) scores each of a rank's 16 heads against the 576-wide latent + RoPE key
+    # and sums the 512-wide latent: 2 x 4 x 1,000 x 16 x (576 + 512) = 139,264,000 FLOPs; it reads the
+    # latent cache once, 4 x 1,000 x 576 x 2 B = 4,608,000 B, and each head's query and output, 4 x 16 x 1,088
+    # x 2 B = 139,264 B
+    from llmsim.engine.forward import decode_attention
+    from llmsim.spec.convert import model_values
+    from llmsim.spec.presets import PresetRegistry
+
+    m = model_values(PresetRegistry().get("models", "deepseek-r1"))
+    op = decode_attention(m, 4, 1000, 8, "bf16", 1.0)
+    assert op.flops == 139_264_000
+    assert op.bytes == 4_608_000 + 139_264

@@ -137,12 +137,13 @@ def test_mla_caches_the_latent_and_rope_key_once_per_token(registry):
                            "workload.precision=fp8", "workload.kv_precision=fp8"])
     out = estimate_inference(sc)
     assert out["kv_cache_gb"] == pytest.approx(32 * 5120 * 61 * 576 / 1e9, rel=1e-12)
-    # one decode step at 2,000 cached tokens: per device 128 / 8 = 16 heads of q.k (128 + 64 rope) and
-    # p.v (128): 2 x 32 x 2000 x 16 x 320 = 655.36 MFLOP; reads the latent cache 32 x 2000 x 576 B and
-    # the queries and outputs 32 x 16 x 320 x 2 B
+    # one decode step at 2,000 cached tokens, MLA absorbed as engines decode it (DeepSeek-V2 sec. 2.1.2,
+    # FlashMLA): per device 128 / 8 = 16 heads score the 576-wide latent + RoPE key and sum the 512-wide
+    # latent: 2 x 32 x 2000 x 16 x (576 + 512) = 2,228.2 MFLOP (the up-projected form, 192 + 128, would be
+    # 655.36); it reads the latent cache 32 x 2000 x 576 B and the queries and outputs 32 x 16 x 1,088 x 2 B
     attention = next(op for op in phase_ops(sc, resolve_split(sc), 32, 1, 2000)[1] if op.name == "attention")
-    assert attention.flops == pytest.approx(2 * 32 * 2000 * 16 * 320)
-    assert attention.bytes == pytest.approx(32 * 2000 * 576 + 32 * 16 * 320 * 2)
+    assert attention.flops == pytest.approx(2 * 32 * 2000 * 16 * (576 + 512))
+    assert attention.bytes == pytest.approx(32 * 2000 * 576 + 32 * 16 * 1088 * 2)
 
 
 def test_kv_precision_halves_the_cache_and_speeds_decode(registry):

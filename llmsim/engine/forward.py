@@ -20,8 +20,14 @@ def kv_bytes_per_token_layer(m: Model, tp, kv_precision: str):
 
 def decode_attention(m: Model, b, ctx, tp, kv_precision: str, count: float, queries=1) -> Op:
     """``queries`` new positions per sequence (1; k + 1 verifying a speculative draft) against ``ctx``
-    cached keys and values, read once (no causal halving)."""
+    cached keys and values, read once (no causal halving). MLA decodes on its cache as it is: W_UK absorbed
+    into the query and W_UV into the output (DeepSeek-V2, arXiv 2405.04434, sec. 2.1.2), every head's
+    query scores the kv_lora_rank latent and the RoPE key (576 wide in DeepSeek-V3) and sums the latent
+    (512) (FlashMLA, github.com/deepseek-ai/FlashMLA, as vLLM, SGLang and TensorRT-LLM decode MLA); the
+    absorbed projections are the kv_up GEMM's FLOPs and weights."""
     qk, v = qk_dim(m), v_dim(m)
+    if m.mla is not None:
+        qk, v = m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, m.mla.kv_lora_rank
     heads = m.heads / tp
     if m.attention_window is not None:  # windowed layers read at most their window (engine/window.py)
         ctx = key_span(m, ctx)

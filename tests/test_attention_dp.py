@@ -116,3 +116,13 @@ def test_attention_dp_serves_deepseek_r1_at_its_published_load():
 def test_attention_dp_outside_co_located_serving_is_refused(extra, says):
     with pytest.raises(SpecError, match=says):
         _sc(*DSR1, *extra, ADP)
+
+
+def test_sglang_splits_its_prompt_budget_among_the_attention_ranks():
+    # SGLang under --enable-dp-attention divides chunked_prefill_size by the attention ranks (server_args.py,
+    # _handle_data_parallelism): on an H200 its 8,192 tokens are 1,024 a rank, so a lone 8,192-token prompt
+    # runs in 8 chunks on its rank; a budget of 65,536 gives the rank 8,192, the prompt in one step
+    base = [*DSR1[:-1], "workload.input_len=8192", "workload.output_len=256", "workload.concurrency=1",
+            "serving.engine=sglang", ADP]
+    small, large = record(_sc(*base)), record(_sc(*base, "serving.max_batch_tokens=65536"))
+    assert small["ttft_s"] > 1.3 * large["ttft_s"]

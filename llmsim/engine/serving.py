@@ -218,6 +218,10 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     mix = mix_moments(sc.workload, isl, osl)
     ctx, keys = mix["ctx"], mix["keys"]
     budget = float(s.max_batch_tokens)
+    # attention data-parallel: each rank schedules its own requests' prompt chunks in its share of the step
+    # budget (SGLang: chunked_prefill_size // dp_size under --enable-dp-attention, server_args.py), so a
+    # prompt's chunk is at most budget / tp
+    ranks = sp.tp if sc.parallel.attention_dp else 1
     # speculating, a decode step runs q = k + 1 positions per request and yields e tokens on average
     # (never more than the O - 1 tokens a request decodes: a step cannot keep tokens past the end)
     q = speculative.queries(sc)
@@ -234,12 +238,12 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
         c_o = d_o * prompt * e / np.maximum(osl - 1, 1)
         # the others' prompts come a chunk at a time (a whole prompt when it fits the step's budget), or
         # whole without chunked prefill (the engine admits a prompt only with room for all of it)
-        chunk = (np.minimum(prompt, np.maximum(budget - (1 + d_o) * q, 1.0)) if s.chunked_prefill
+        chunk = (np.minimum(prompt, np.maximum((budget - (1 + d_o) * q) / ranks, 1.0)) if s.chunked_prefill
                  else prompt + 0.0 * d_o)
         step = step_time(sc, sp, st, 1 + d_o, c_o, ctx, keys, chunk=chunk, own=np.minimum(c_o, chunk))
         tpot = step / e
         if s.chunked_prefill:  # its prompt in w chunks
-            room = np.maximum(budget - d_o * q, 1.0)
+            room = np.maximum((budget - d_o * q) / ranks, 1.0)
             chunks = np.maximum(1.0, prompt / room)
             step_tokens = c_o * stretch + prompt / chunks
             prefill_step = step_time(sc, sp, st, d_o, step_tokens, ctx, keys, own=prompt / chunks)
@@ -259,14 +263,16 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     # finishes at most d_max / ((O - 1) / e t(B)) requests per second; past that, TPOT is a full step and
     # the excess waits for prefill (Little's law below).
     d_max = budget * (osl - 1) / (q * (osl - 1) + prompt * e)
-    t_full = step_time(sc, sp, st, d_max, budget - d_max * q, ctx, keys, own=np.minimum(prompt, budget))
+    t_full = step_time(sc, sp, st, d_max, budget - d_max * q, ctx, keys, own=np.minimum(prompt, budget / ranks))
     rate_max = d_max / ((osl - 1) / e * t_full)
     full = ((1 + d_o) * q + c_o > budget) | (rate > rate_max)
     rate = np.where(full, np.minimum(rate, rate_max), rate)
     tpot = np.where(full, np.maximum(tpot, t_full / e), tpot)
+    # a wave's prompts fill each rank's share of the budget only on the ranks that hold some (attention DP)
+    wave_budget = budget * np.minimum(run, ranks) / ranks
+    wave_step = lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys, own=np.minimum(prompt, budget / ranks))
     if in_waves:
-        wave = waves.wave_columns(lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys, own=np.minimum(prompt, cc)), run, prompt, osl, e,
-                                  budget, s.chunked_prefill)
+        wave = waves.wave_columns(wave_step, run, prompt, osl, e, wave_budget, s.chunked_prefill)
         rate, tpot = wave["rate"], wave["tpot"]
     e2e = n / rate  # Little's law over everything in flight: prefill waits and the queue beyond the limit
     ttft = e2e - (osl - 1) * tpot
@@ -277,8 +283,7 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
               else latency_spread.steady(ttft_at, tpot))
     e2e_mean = e2e
     if closed_loop and not in_waves and sc.workload.num_prompts is not None:  # the client's start burst
-        first = waves.wave_columns(lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys, own=np.minimum(prompt, cc)), run, prompt, osl, e,
-                                   budget, s.chunked_prefill)
+        first = waves.wave_columns(wave_step, run, prompt, osl, e, wave_budget, s.chunked_prefill)
         share = np.minimum(run * np.minimum(sp.dp, n_total) / sc.workload.num_prompts, 1.0)
         spread = latency_spread.with_burst(ttft_at, ttft, tpot, first, share, run, osl, e)
         ttft, tpot, e2e_mean = spread.pop("ttft_s"), spread.pop("tpot_s"), spread.pop("e2e_latency_s")

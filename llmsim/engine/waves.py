@@ -57,17 +57,20 @@ def floor_sum(n, m, a, b):
     return out
 
 
-def wave_columns(step, run, prompt, osl, e, budget: float, chunked: bool) -> dict:
+def wave_columns(step, run, prompt, osl, e, budget, chunked: bool) -> dict:
     """TTFT, TPOT, E2E and requests/s per replica (arrays) of waves of ``run`` requests, ``step(d, c)``
-    the step time over d decoding requests and c prompt tokens."""
+    the step time over d decoding requests and c prompt tokens, ``budget`` the prompt tokens a step takes
+    (per row, or one for all)."""
     zero = np.zeros_like(run)
     if chunked:  # the wave's prompt tokens in full steps of the budget and a last partial one
+        budget = np.floor(np.broadcast_to(np.asarray(budget, dtype=float), np.shape(run)))  # whole tokens
         full = np.floor(run * prompt / budget)
-        per_step, last = np.full_like(run, budget), run * prompt - full * budget
+        per_step, last = budget + 0.0 * run, run * prompt - full * budget
         done = np.minimum(np.floor(full * budget / prompt), run)  # prompts ending in the full steps
         # request j's prompt ends in step ceil(j I' / B) = floor((I' (j - 1) + I' + B - 1) / B), summed
         # over j = 1 .. done exactly
-        index_sum = floor_sum(done, int(budget), prompt, prompt + int(budget) - 1).astype(float)
+        b = budget.astype(np.int64)
+        index_sum = floor_sum(done, b, prompt, prompt + b - 1).astype(float)
     else:  # whole prompts, as many as fit the budget a step: step s ends prompts (s - 1) p + 1 .. s p
         fit = np.maximum(np.floor(budget / prompt), 1.0)
         full = np.floor(run / fit)

@@ -126,3 +126,22 @@ def test_sglang_splits_its_prompt_budget_among_the_attention_ranks():
             "serving.engine=sglang", ADP]
     small, large = record(_sc(*base)), record(_sc(*base, "serving.max_batch_tokens=65536"))
     assert small["ttft_s"] > 1.3 * large["ttft_s"]
+
+
+def test_search_tries_attention_dp_only_where_it_changes_something(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from llmsim.cli import app
+
+    args = ["search", "--model", "qwen3-30b-a3b", "--devices", "8", "--set", "workload.mode=serving", "--set",
+            "workload.input_len=1000", "--set", "workload.output_len=200", "--set", "workload.concurrency=256",
+            "--top", "400", "--format", "json", "--jobs", "1"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout[result.stdout.index("["):])
+    assert any(r["attention_dp"] for r in rows) and any(not r["attention_dp"] for r in rows)
+    assert not any(r["attention_dp"] and r["tp"] == 1 for r in rows)  # the same as without on one rank
+    fixed = CliRunner().invoke(app, [*args, "--set", "parallel.attention_dp=false"])
+    assert not any(r["attention_dp"] for r in json.loads(fixed.stdout[fixed.stdout.index("["):]))

@@ -52,8 +52,9 @@ def search_spec(base: dict, source: str, sc, objective: str, maximize: bool) -> 
     cps = tuple(c for c in CPS if c <= n) if sc.workload.seq_len >= CP_MIN_SEQ else (1,)
     data = copy.deepcopy(base)
     data.setdefault("parallel", {}).pop("dp", None)  # derived for each split
-    axes = modes.of(sc).search_axes(sc, data, tps, pps, eps, cps)
-    return SweepSpec(source, data, axes, (), (), (), ((objective, maximize),))
+    mode = modes.of(sc)
+    axes = mode.search_axes(sc, data, tps, pps, eps, cps)
+    return SweepSpec(source, data, axes, (), (), mode.search_constraints(sc, data), ((objective, maximize),))
 
 
 def base_of(path: str | Path | None, default: Path, overrides: list[str], registry) -> dict:

@@ -48,6 +48,10 @@ class Inference:
     def shown(self, sc) -> list[str]:
         return SHOWN
 
+    def search_constraints(self, sc, data: dict) -> tuple[str, ...]:
+        """Constraints (sweep expressions over a row's columns) on the splits a search tries: none."""
+        return ()
+
     def search_axes(self, sc, data: dict, tps, pps, eps, cps) -> tuple:
         """The model split; the replicas (dp) fill the devices."""
         return ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps))

@@ -62,6 +62,16 @@ class Serving:
         adp = ["attention_dp"] if sc.model.moe is not None and sc.serving.speculative is None else []
         return SHOWN_INFERENCE[:4] + adp + SHOWN_INFERENCE[4:] + slo
 
+    def search_constraints(self, sc, data: dict) -> tuple[str, ...]:
+        """Attention data-parallel only where it changes something: on more than one tp rank."""
+        return ("tp > 1 or not attention_dp",) if self._searches_attention_dp(sc, data) else ()
+
+    def _searches_attention_dp(self, sc, data: dict) -> bool:
+        """Whether a search tries attention data-parallel: a MoE model without speculative decoding, the
+        scenario not setting it."""
+        return (sc.serving.disaggregation is None and sc.model.moe is not None and sc.serving.speculative is None
+                and data.get("parallel", {}).get("attention_dp") is None)
+
     def search_axes(self, sc, data: dict, tps, pps, eps, cps) -> tuple:
         """Co-located: the model split, the replicas (dp) filling the devices, and for a MoE model without
         speculative decoding attention data-parallel or not (unless the scenario sets it); disaggregated: each pool's tp (pp 1), the pool
@@ -70,8 +80,7 @@ class Serving:
             return ((("serving", "disaggregation", "prefill", "tp"), tps),
                     (("serving", "disaggregation", "decode", "tp"), tps))
         axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps))
-        if (sc.model.moe is not None and sc.serving.speculative is None
-                and data.get("parallel", {}).get("attention_dp") is None):  # a value the scenario sets stays
+        if self._searches_attention_dp(sc, data):  # a value the scenario sets stays
             axes += ((("parallel", "attention_dp"), (False, True)),)
         return axes
 

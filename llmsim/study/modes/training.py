@@ -44,6 +44,10 @@ class Training:
     def shown(self, sc) -> list[str]:
         return SHOWN
 
+    def search_constraints(self, sc, data: dict) -> tuple[str, ...]:
+        """Constraints (sweep expressions over a row's columns) on the splits a search tries: none."""
+        return ()
+
     def search_axes(self, sc, data: dict, tps, pps, eps, cps) -> tuple:
         """tp, pp, ep, cp, microbatch, recompute (a scenario's own fine-grained modules join the three
         modes), ZeRO, and the interleaving when the scenario says auto."""

@@ -110,8 +110,8 @@ def test_attention_dp_serves_deepseek_r1_at_its_published_load():
 @pytest.mark.parametrize("extra, says", [
     (["workload.mode=inference", "workload.batch_size=4"], "modelled for workload.mode serving"),
     (["serving.disaggregation={prefill: {tp: 8}, decode: {tp: 8}}", "serving.disaggregation.prefill_devices=8"],
-     "co-located prefill and decode"),
-    (["serving.speculative={acceptance_rate: 0.7}"], "no speculative decoding"),
+     "disaggregated pools take their own"),
+    (["serving.speculative={acceptance_rate: 0.7}"], "without speculative decoding"),
 ])
 def test_attention_dp_outside_co_located_serving_is_refused(extra, says):
     with pytest.raises(SpecError, match=says):
@@ -145,3 +145,25 @@ def test_search_tries_attention_dp_only_where_it_changes_something(tmp_path):
     assert not any(r["attention_dp"] and r["tp"] == 1 for r in rows)  # the same as without on one rank
     fixed = CliRunner().invoke(app, [*args, "--set", "parallel.attention_dp=false"])
     assert not any(r["attention_dp"] for r in json.loads(fixed.stdout[fixed.stdout.index("["):]))
+
+
+POOLS = [*DSR1[:-1], "system.num_devices=16", "serving.engine=tensorrt-llm", "serving.max_seqs=100000",
+         "serving.disaggregation.prefill_devices=8"]
+
+
+def test_a_decode_pool_with_attention_dp_runs_its_requests_per_rank():
+    # the decode pool (8 H200, tp 8, ep 8) caches each request's latent on one rank with attention DP: as
+    # co-located (test above), more than six times the requests (less the replicated attention weights)
+    plain = record(_sc(*POOLS, "serving.disaggregation={prefill: {tp: 8, ep: 8}, decode: {tp: 8, ep: 8}}"))
+    adp = record(_sc(*POOLS, "serving.disaggregation={prefill: {tp: 8, ep: 8}, "
+                             "decode: {tp: 8, ep: 8, attention_dp: true}}"))
+    assert adp["decode_attention_dp"] is True and adp["decode_ep"] == 8 and plain["decode_attention_dp"] is False
+    assert adp["max_running_requests_per_replica"] > 6 * plain["max_running_requests_per_replica"]
+    assert adp["throughput_tokens_per_s"] > 2 * plain["throughput_tokens_per_s"]
+
+
+def test_a_pool_with_experts_outside_its_tp_ranks_is_refused():
+    from llmsim.engine.errors import DesignError
+
+    with pytest.raises(DesignError, match="decode pool: .*ep \\(4\\) must divide tp \\(2\\)"):
+        record(_sc(*POOLS, "serving.disaggregation={prefill: {tp: 8}, decode: {tp: 2, ep: 4, attention_dp: true}}"))

@@ -66,10 +66,11 @@ def prefill_device_choices(sc: Scenario) -> list[int]:
     return choices
 
 
-def _pool(sc: Scenario, tp: int, pp: int, devices: int, name: str):
-    """The scenario and split of one pool: ``devices`` devices in replicas of tp x pp."""
+def _pool(sc: Scenario, tp: int, pp: int, ep: int, attention_dp: bool, devices: int, name: str):
+    """The scenario and split of one pool: ``devices`` devices in replicas of tp x pp, experts over ep,
+    attention data-parallel or not."""
     sub = dataclasses.replace(sc, num_devices=devices, parallel=dataclasses.replace(
-        sc.parallel, tp=tp, pp=pp, dp=None, cp=1, ep=1, virtual_stages=1))
+        sc.parallel, tp=tp, pp=pp, dp=None, cp=1, ep=ep, virtual_stages=1, attention_dp=attention_dp))
     try:
         return sub, resolve_split(sub).as_column()
     except DesignError as err:
@@ -113,8 +114,8 @@ def pool_curves(sc: Scenario, prefill_devices: int) -> dict:
     d, w, s = sc.serving.disaggregation, sc.workload, sc.serving
     isl, osl = float(w.input_len), float(w.output_len)
     decode_devices = sc.num_devices - prefill_devices
-    scp, spp = _pool(sc, d.prefill_tp, d.prefill_pp, prefill_devices, "prefill")
-    scd, spd = _pool(sc, d.decode_tp, d.decode_pp, decode_devices, "decode")
+    scp, spp = _pool(sc, d.prefill_tp, d.prefill_pp, d.prefill_ep, d.prefill_attention_dp, prefill_devices, "prefill")
+    scd, spd = _pool(sc, d.decode_tp, d.decode_pp, d.decode_ep, d.decode_attention_dp, decode_devices, "decode")
     mix = mix_moments(w, isl, osl)
     ctx, keys = float(mix["ctx"]), float(mix["keys"])
     prompt, budget = max(np.ceil(isl * (1 - s.prefix_cache_hit_rate)), 1.0), float(s.max_batch_tokens)
@@ -123,9 +124,12 @@ def pool_curves(sc: Scenario, prefill_devices: int) -> dict:
     # arrive during it (lambda I' t, as the co-located model's c_o), up to full steps of B
     st_p = strides(scp.parallel.order, spp.degrees)
     check_whole_prompts(sc, prompt)
-    chunks = max(1.0, prompt / budget) if s.chunked_prefill else 1.0
+    # attention data-parallel: a rank's share of the budget a step (serving.py)
+    ranks = d.prefill_tp if d.prefill_attention_dp else 1
+    chunks = max(1.0, prompt / (budget / ranks)) if s.chunked_prefill else 1.0
     alone = chunks * float(step_time(scp, spp, st_p, np.zeros(1), np.array([prompt / chunks]), ctx, keys)[0])
-    t_full = float(step_time(scp, spp, st_p, np.zeros(1), np.array([budget]), ctx, keys)[0])
+    t_full = float(step_time(scp, spp, st_p, np.zeros(1), np.array([budget]), ctx, keys,
+                             own=np.array([min(prompt, budget / ranks)]))[0])
     mu_p = max(1.0 / alone, budget / (prompt * t_full))  # requests/s per prefill replica
     r_p = int(spp.dp[0])
 
@@ -146,7 +150,8 @@ def pool_curves(sc: Scenario, prefill_devices: int) -> dict:
     step = alone / chunks
     for _ in range(ITERATIONS):
         others = np.minimum(x / r_p * prompt * step, budget - prompt / chunks)
-        step = step_time(scp, spp, st_p, np.zeros(x.shape), prompt / chunks + np.maximum(others, 0.0), ctx, keys)
+        step = step_time(scp, spp, st_p, np.zeros(x.shape), prompt / chunks + np.maximum(others, 0.0), ctx, keys,
+                         own=np.full(x.shape, prompt / chunks))
     ttft = chunks * step
     p90 = ttft + mg1_wait_quantile(x / r_p, mu_p, w.input_len_cv, 0.9)
     kv_exposed = exposed_transfer(kv["time_s"], ttft, sc.model.layers * chunks, d.kv_transfer_layerwise)
@@ -225,6 +230,9 @@ def disaggregated_point(sc: Scenario) -> dict:
         "concurrency": n, "prefill_devices": c["prefill_devices"], "decode_devices": c["decode_devices"],
         "prefill_replicas": c["prefill_replicas"], "decode_replicas": c["decode_replicas"],
         "prefill_tp": s.disaggregation.prefill_tp, "decode_tp": s.disaggregation.decode_tp,
+        "prefill_ep": s.disaggregation.prefill_ep, "decode_ep": s.disaggregation.decode_ep,
+        "prefill_attention_dp": s.disaggregation.prefill_attention_dp,
+        "decode_attention_dp": s.disaggregation.decode_attention_dp,
         "kv_transfer_time_s": c["kv"]["time_s"], "kv_transfer_bytes": c["kv"]["bytes"],
         "kv_transfer_tier": c["kv"]["tier"], "kv_transfer_exposed_s": at("kv_exposed_s"),
         "prefill_utilization": x / c["prefill_capacity"],

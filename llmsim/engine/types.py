@@ -187,6 +187,10 @@ class Disaggregation:
     prefill_pp: int = 1
     decode_tp: int = 1
     decode_pp: int = 1
+    prefill_ep: int = 1
+    decode_ep: int = 1
+    prefill_attention_dp: bool = False
+    decode_attention_dp: bool = False
     prefill_devices: int | None = None  # None: the split that serves most within the SLO (auto)
     kv_transfer_free: bool = False  # what-if (and tests): the KV cache moves at no cost
     kv_transfer_layerwise: bool = False  # sent layer by layer under the prefill (kv_transfer: layerwise)

@@ -105,6 +105,8 @@ def _serving(s, acc) -> Serving:
     d = s.disaggregation
     pools = None if d is None else Disaggregation(
         prefill_tp=d.prefill.tp, prefill_pp=d.prefill.pp, decode_tp=d.decode.tp, decode_pp=d.decode.pp,
+        prefill_ep=d.prefill.ep, decode_ep=d.decode.ep, prefill_attention_dp=d.prefill.attention_dp,
+        decode_attention_dp=d.decode.attention_dp,
         prefill_devices=None if d.prefill_devices == "auto" else d.prefill_devices,
         kv_transfer_layerwise=d.kv_transfer == "layerwise")
     sp = s.speculative

@@ -144,10 +144,13 @@ ReliabilitySpec = declared_model(Reliability, "ReliabilitySpec")
 
 
 class PoolSpec(Strict):
-    """One pool of a disaggregated deployment: the split of each of its replicas."""
+    """One pool of a disaggregated deployment: the split of each of its replicas (``ep`` and
+    ``attention_dp`` as ``parallel.ep`` and ``parallel.attention_dp`` are for a co-located replica)."""
 
     tp: Degree = 1
     pp: Degree = 1
+    ep: Degree = 1
+    attention_dp: bool = False
 
 
 class DisaggregationSpec(Strict):
@@ -282,8 +285,9 @@ class ScenarioSpec(Strict):
                                  f"{', '.join(BF16_PARAM_PRECISIONS)}), got {prec}; allowed: {allowed}")
         if self.parallel.attention_dp and (w.mode != "serving" or self.serving.disaggregation is not None
                                            or self.serving.speculative is not None):
-            raise ValueError("parallel.attention_dp is modelled for workload.mode serving with co-located prefill "
-                             "and decode and no speculative decoding; leave it out (false)")
+            raise ValueError("parallel.attention_dp is modelled for workload.mode serving without speculative "
+                             "decoding; disaggregated pools take their own (serving.disaggregation.decode."
+                             "attention_dp); leave it out (false)")
         if w.num_prompts is not None and self.serving.disaggregation is not None:
             raise ValueError("workload.num_prompts: the start burst is modelled for co-located prefill and decode "
                              "(no serving.disaggregation); leave num_prompts out")

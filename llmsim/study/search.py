@@ -25,7 +25,7 @@ MAX_PP = 64
 CP_MIN_SEQ = 8192
 CPS = (1, 2, 4, 8)
 # short headers of the search table's serving columns
-HEADERS = {"attention_dp": "adp", "ttft_s": "TTFT s", "tpot_s": "TPOT s", "throughput_tokens_per_s_per_device": "tok/s/dev",
+HEADERS = {"attention_dp": "adp", "decode_attention_dp": "dec adp", "ttft_s": "TTFT s", "tpot_s": "TPOT s", "throughput_tokens_per_s_per_device": "tok/s/dev",
            "cost_per_million_tokens_usd": "$/Mtok", "slo_throughput_tokens_per_s_per_device": "SLO tok/s/dev",
            "slo_cost_per_million_tokens_usd": "SLO $/Mtok"}
 

@@ -58,29 +58,39 @@ class Serving:
     def shown(self, sc) -> list[str]:
         slo = SHOWN_SLO if sc.serving.has_slo else []
         if sc.serving.disaggregation is not None:
-            return SHOWN_POOLS + SHOWN_INFERENCE[4:] + slo
+            adp = ["decode_attention_dp"] if sc.model.moe is not None and sc.serving.speculative is None else []
+            return SHOWN_POOLS + adp + SHOWN_INFERENCE[4:] + slo
         adp = ["attention_dp"] if sc.model.moe is not None and sc.serving.speculative is None else []
         return SHOWN_INFERENCE[:4] + adp + SHOWN_INFERENCE[4:] + slo
 
     def search_constraints(self, sc, data: dict) -> tuple[str, ...]:
         """Attention data-parallel only where it changes something: on more than one tp rank."""
-        return ("tp > 1 or not attention_dp",) if self._searches_attention_dp(sc, data) else ()
+        if sc.serving.disaggregation is not None:
+            return (("decode_tp > 1 or not decode_attention_dp",)
+                    if self._searches_attention_dp(sc, data, "serving.disaggregation.decode") else ())
+        return ("tp > 1 or not attention_dp",) if self._searches_attention_dp(sc, data, "parallel") else ()
 
-    def _searches_attention_dp(self, sc, data: dict) -> bool:
-        """Whether a search tries attention data-parallel: a MoE model without speculative decoding, the
-        scenario not setting it."""
-        return (sc.serving.disaggregation is None and sc.model.moe is not None and sc.serving.speculative is None
-                and data.get("parallel", {}).get("attention_dp") is None)
+    def _searches_attention_dp(self, sc, data: dict, where: str) -> bool:
+        """Whether a search tries attention data-parallel (``where``: the section holding it): a MoE model
+        without speculative decoding, the scenario not setting it."""
+        section = data
+        for key in where.split("."):
+            section = section.get(key) if isinstance(section, dict) else None
+        return (sc.model.moe is not None and sc.serving.speculative is None
+                and (section or {}).get("attention_dp") is None)
 
     def search_axes(self, sc, data: dict, tps, pps, eps, cps) -> tuple:
         """Co-located: the model split, the replicas (dp) filling the devices, and for a MoE model without
         speculative decoding attention data-parallel or not (unless the scenario sets it); disaggregated: each pool's tp (pp 1), the pool
         sizes chosen per pair (prefill_devices auto unless set)."""
         if sc.serving.disaggregation is not None:
-            return ((("serving", "disaggregation", "prefill", "tp"), tps),
-                    (("serving", "disaggregation", "decode", "tp"), tps))
+            pools = ((("serving", "disaggregation", "prefill", "tp"), tps),
+                     (("serving", "disaggregation", "decode", "tp"), tps))
+            if self._searches_attention_dp(sc, data, "serving.disaggregation.decode"):
+                pools += ((("serving", "disaggregation", "decode", "attention_dp"), (False, True)),)
+            return pools
         axes = ((("parallel", "tp"), tps), (("parallel", "pp"), pps), (("parallel", "ep"), eps))
-        if self._searches_attention_dp(sc, data):  # a value the scenario sets stays
+        if self._searches_attention_dp(sc, data, "parallel"):  # a value the scenario sets stays
             axes += ((("parallel", "attention_dp"), (False, True)),)
         return axes
 
@@ -114,7 +124,7 @@ def _disaggregated_record(sc) -> dict:
     out = disaggregated_point(sc)
     d = sc.serving.disaggregation
     split = {"num_devices": np.array([sc.num_devices]), "tp": np.array([d.decode_tp]), "pp": np.array([d.decode_pp]),
-             "dp": np.array([out["decode_replicas"]]), "cp": np.array([1]), "ep": np.array([1])}
+             "dp": np.array([out["decode_replicas"]]), "cp": np.array([1]), "ep": np.array([d.decode_ep])}
     row = {**first_row(serving_inputs(sc, split, np.array([w.input_len]), np.array([w.output_len]),
                                       np.array([out["concurrency"]]))), **out}
     row.update(cost_columns(sc, float(out["throughput_tokens_per_s"])))

@@ -167,3 +167,31 @@ def test_a_pool_with_experts_outside_its_tp_ranks_is_refused():
 
     with pytest.raises(DesignError, match="decode pool: .*ep \\(4\\) must divide tp \\(2\\)"):
         record(_sc(*POOLS, "serving.disaggregation={prefill: {tp: 8}, decode: {tp: 2, ep: 4, attention_dp: true}}"))
+
+
+SGLANG_ADP = [*DSR1[:-1], "workload.input_len=3200", "workload.output_len=800", "serving.engine=sglang", ADP]
+
+
+def test_without_chunked_prefill_a_prompt_runs_whole_on_its_rank():
+    # no chunks: the budget cannot cut a prompt, so a lone request's TTFT does not depend on it
+    ttft = [record(_sc(*SGLANG_ADP, "workload.concurrency=1", "serving.chunked_prefill=false",
+                       f"serving.max_batch_tokens={b}"))["ttft_s"] for b in (4096, 65536)]
+    assert ttft[0] == pytest.approx(ttft[1], rel=1e-12)
+
+
+def test_a_wave_under_attention_dp_runs_rank_by_rank():
+    # SGLang waves (prefill first): up to tp requests each sit on a rank of their own and their prompts end
+    # at the same step, so two requests are not served faster than one; a budget below tp still runs
+    one, two = (record(_sc(*SGLANG_ADP, f"workload.concurrency={c}")) for c in (1, 2))
+    assert two["ttft_s"] >= one["ttft_s"] * (1 - 1e-9)
+    tiny = record(_sc(*SGLANG_ADP, "workload.concurrency=4", "serving.max_batch_tokens=4"))
+    assert np.isfinite(tiny["ttft_s"]) and tiny["throughput_tokens_per_s"] > 0
+
+
+def test_auto_pool_sizes_skip_those_the_split_cannot_form():
+    # 40 devices, decode replicas of tp 4 with ep 8 over them: a decode pool of 24 devices (6 replicas)
+    # cannot carry ep 8, 32 can; auto picks among the sizes that form (it stopped at the first before)
+    row = record(_sc("model=qwen3-30b-a3b", "system.num_devices=40", "workload.mode=serving", "workload.input_len=1000",
+                     "workload.output_len=200", "workload.concurrency=64",
+                     "serving.disaggregation={prefill: {tp: 4}, decode: {tp: 4, ep: 8}}"))
+    assert row["decode_devices"] % 32 == 0 and row["decode_ep"] == 8

@@ -16,6 +16,7 @@ from llmsim.engine import calibration as cal
 from llmsim.engine import gemm_shape
 from llmsim.engine.heads import kv_heads_per_rank, kv_width_per_rank, qk_dim, v_dim
 from llmsim.engine.memory import moe_dispatch_factor, moe_row_factor
+from llmsim.engine.rates import attention_flops_per_s, attention_rates, matmul_efficiency  # noqa: F401 - re-exported
 from llmsim.engine.types import PRECISION_BITS, PRECISION_BYTES, Accelerator, Model, Parallel
 from llmsim.engine.window import pair_fraction
 
@@ -305,39 +306,6 @@ def embedding_ops(m: Model, b, s, tp, cp) -> list[Op]:
     return [elementwise("embedding", b * s / cp * m.hidden, 1, 1)]
 
 
-def matmul_efficiency(acc: Accelerator, precision: str):
-    """Sustained fraction of peak of a large GEMM in a step: the measured (MAMF) fraction times
-    KERNEL_EFFICIENCY. Smaller shapes lose more to their tiles (engine/gemm_shape.py)."""
-    peak = acc.peak(precision)
-    measured = acc.measured_matmul_flops_per_s.get(precision)
-    fraction = measured / peak if measured and peak else cal.DEFAULT_MATMUL_FRACTION
-    return fraction * cal.KERNEL_EFFICIENCY
-
-
-def attention_rates(acc: Accelerator, kernel: str = "auto") -> tuple[float, float] | None:
-    """(forward, backward) FLOP/s the device's fused-attention ``kernel`` reaches on long sequences, as
-    measured (preset ``measured_attention_tflops``); ``auto`` picks the fastest measured kernel for a
-    training pass (forward + 2.5x backward work). None when the preset has no measurement."""
-    rates = acc.attention_flops_per_s
-    if not rates:
-        return None
-    if kernel == "auto":
-        return min(rates.values(), key=lambda r: 1 / r[0] + cal.FLASH_BWD_FLOPS_RATIO / r[1])
-    return rates[kernel]
-
-
-def _attention_flops_per_s(acc: Accelerator, seq, backward: bool, kernel: str):
-    # Fused attention: the measured kernel throughput, or else the matmul efficiency times
-    # ATTENTION_MATMUL_RATIO; times KERNEL_EFFICIENCY (clocks in a real step) and the short-sequence
-    # roll-off seq / (seq + ATTENTION_HALF_SEQ) (FlashAttention-3 paper, arXiv 2407.08608, fig. 5-6).
-    rates = attention_rates(acc, kernel)
-    if rates is None:
-        best = acc.peak("bf16") * matmul_efficiency(acc, "bf16") * cal.ATTENTION_MATMUL_RATIO
-    else:
-        best = rates[1 if backward else 0] * cal.KERNEL_EFFICIENCY
-    return best * seq / (seq + cal.ATTENTION_HALF_SEQ)
-
-
 def op_time(op: Op, acc: Accelerator, precision: str, hbm_bw=None, peak_scale=1.0, backward: bool = False,
             kernel: str = "auto"):
     """Roofline time of one forward execution of ``op`` (of its backward work at the forward's size when
@@ -358,7 +326,7 @@ def _compute_memory(op: Op, acc: Accelerator, precision: str, hbm_bw=None, peak_
     """(compute time, memory time) of one forward execution of ``op``, each alone."""
     bw = (acc.hbm_bw_bytes_per_s if hbm_bw is None else hbm_bw) * cal.HBM_EFFICIENCY
     if op.kind == "attention":
-        t_compute = op.flops / (_attention_flops_per_s(acc, op.min_dim, backward, kernel) * peak_scale)
+        t_compute = op.flops / (attention_flops_per_s(acc, op.min_dim, backward, kernel) * peak_scale)
     elif op.kind == "gemm":
         rate = acc.peak(precision) * peak_scale * op.rate_scale * matmul_efficiency(acc, precision)
         t_compute = op.flops * gemm_shape.tile_factor(op.rows, op.cols) / rate

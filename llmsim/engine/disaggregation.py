@@ -128,8 +128,9 @@ def pool_curves(sc: Scenario, prefill_devices: int) -> dict:
     ranks = d.prefill_tp if d.prefill_attention_dp else 1
     chunks = max(1.0, prompt / (budget / ranks)) if s.chunked_prefill else 1.0
     alone = chunks * float(step_time(scp, spp, st_p, np.zeros(1), np.array([prompt / chunks]), ctx, keys)[0])
+    own_cap = max(budget / ranks, 1.0) if s.chunked_prefill else np.inf  # without chunks a prompt runs whole
     t_full = float(step_time(scp, spp, st_p, np.zeros(1), np.array([budget]), ctx, keys,
-                             own=np.array([min(prompt, budget / ranks)]))[0])
+                             own=np.array([min(prompt, own_cap)]))[0])
     mu_p = max(1.0 / alone, budget / (prompt * t_full))  # requests/s per prefill replica
     r_p = int(spp.dp[0])
 
@@ -190,7 +191,14 @@ def _score(c: dict, sc: Scenario, p90: bool) -> float:
 def best_split(sc: Scenario, p90: bool = False) -> dict:
     """The pool curves of the prefill pool size of ``prefill_device_choices`` that serves most (within
     the SLO when one is set)."""
-    curves = [pool_curves(sc, p) for p in prefill_device_choices(sc)]
+    curves, refused = [], None
+    for p in prefill_device_choices(sc):
+        try:  # a pool size its split cannot form (ep over the pool's replicas) is skipped, not fatal
+            curves.append(pool_curves(sc, p))
+        except DesignError as err:
+            refused = refused or err
+    if not curves:
+        raise refused
     return max(curves, key=lambda c: _score(c, sc, p90))
 
 

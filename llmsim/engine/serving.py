@@ -263,29 +263,39 @@ def serving_columns(sc: Scenario, sp: Split, concurrency, input_len, output_len,
     # finishes at most d_max / ((O - 1) / e t(B)) requests per second; past that, TPOT is a full step and
     # the excess waits for prefill (Little's law below).
     d_max = budget * (osl - 1) / (q * (osl - 1) + prompt * e)
-    t_full = step_time(sc, sp, st, d_max, budget - d_max * q, ctx, keys, own=np.minimum(prompt, budget / ranks))
+    # the prompt tokens a request runs on its rank in a step (attention DP): its share of the budget, or
+    # without chunked prefill the whole prompt
+    own_cap = np.maximum(budget / ranks, 1.0) if s.chunked_prefill else np.inf
+    t_full = step_time(sc, sp, st, d_max, budget - d_max * q, ctx, keys, own=np.minimum(prompt, own_cap))
     rate_max = d_max / ((osl - 1) / e * t_full)
     full = ((1 + d_o) * q + c_o > budget) | (rate > rate_max)
     rate = np.where(full, np.minimum(rate, rate_max), rate)
     tpot = np.where(full, np.maximum(tpot, t_full / e), tpot)
-    # a wave's prompts fill each rank's share of the budget only on the ranks that hold some (attention DP)
-    wave_budget = budget * np.minimum(run, ranks) / ranks
-    wave_step = lambda dd, cc: step_time(sc, sp, st, dd, cc, ctx, keys, own=np.minimum(prompt, budget / ranks))
+    # waves under attention DP run rank by rank: the busiest rank's ceil(run / tp) prompts in its share of
+    # the budget (while there are no more than tp, every prompt ends at the same step); a step is the
+    # replica's, those tokens on each of the ranks holding prompts, and its decodes all the replica's
+    adp = np.asarray(ranks) > 1
+    per_rank = np.where(adp, np.ceil(run / ranks), run)
+    wave_budget = np.where(adp, np.maximum(budget / ranks, 1.0), budget)
+    wave_step = lambda dd, cc: step_time(sc, sp, st, np.where(adp, dd * run / np.maximum(per_rank, 1.0), dd),
+                                         np.where(adp, cc * np.minimum(run, ranks), cc), ctx, keys,
+                                         own=np.minimum(prompt, cc))
+    replica_rate = lambda wave: np.where(adp, wave["rate"] * run / np.maximum(per_rank, 1.0), wave["rate"])
     if in_waves:
-        wave = waves.wave_columns(wave_step, run, prompt, osl, e, wave_budget, s.chunked_prefill)
-        rate, tpot = wave["rate"], wave["tpot"]
+        wave = waves.wave_columns(wave_step, per_rank, prompt, osl, e, wave_budget, s.chunked_prefill)
+        rate, tpot = replica_rate(wave), wave["tpot"]
     e2e = n / rate  # Little's law over everything in flight: prefill waits and the queue beyond the limit
     ttft = e2e - (osl - 1) * tpot
     queue = (n - run) / rate  # of which beyond the running limit
     ttft_at = latency_spread.steady_ttft(ttft, prompt, sc.workload.input_len_cv, prefill_step, d_o * q + step_tokens,
                                          room)
-    spread = (latency_spread.in_waves(queue, wave["end_of_prompt"], wave["e2e"], run, osl) if in_waves
+    spread = (latency_spread.in_waves(queue, wave["end_of_prompt"], wave["e2e"], per_rank, osl) if in_waves
               else latency_spread.steady(ttft_at, tpot))
     e2e_mean = e2e
     if closed_loop and not in_waves and sc.workload.num_prompts is not None:  # the client's start burst
-        first = waves.wave_columns(wave_step, run, prompt, osl, e, wave_budget, s.chunked_prefill)
+        first = waves.wave_columns(wave_step, per_rank, prompt, osl, e, wave_budget, s.chunked_prefill)
         share = np.minimum(run * np.minimum(sp.dp, n_total) / sc.workload.num_prompts, 1.0)
-        spread = latency_spread.with_burst(ttft_at, ttft, tpot, first, share, run, osl, e)
+        spread = latency_spread.with_burst(ttft_at, ttft, tpot, first, share, per_rank, osl, e)
         ttft, tpot, e2e_mean = spread.pop("ttft_s"), spread.pop("tpot_s"), spread.pop("e2e_latency_s")
     busy = np.minimum(sp.dp, n_total)  # fewer requests than replicas: only that many replicas work
     out_rate = busy * rate * osl  # output tokens/s of the deployment

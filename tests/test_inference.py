@@ -29,7 +29,7 @@ def test_llama2_7b_batch1_decode_on_a100_is_weights_over_bandwidth(registry):
     # weights: 6.738e9 params x 2 B = 13.477 GB; achievable HBM 2.039 TB/s x 0.85 = 1.733 TB/s -> 7.776 ms
     weights_s = 13.4768e9 / (2.039e12 * 0.85)
     # one kernel per op: 8 per layer (two residual-add + RMSNorm kernels, qkv, attention, out_proj, up, act,
-    # down) x 32 layers + 3 (final norm, logits, sampling) = 259 x 5.358 us (the serving engine's fitted
+    # down) x 32 layers + 3 (final norm, logits, sampling) = 259 x 5.357 us (the serving engine's fitted
     # per-kernel cost) = 1.39 ms; the 4 x 32 + 1 = 129 GEMMs (qkv, out_proj, up, down; logits) take 4.0 us more
     # each (GEMM_FIXED_S) = 0.52 ms; their one row, padded to a 16-row tile, computes in under 1% of the
     # weights' memory time, which the compute/memory blend raises by less than 0.1%
@@ -195,8 +195,8 @@ def test_a_small_tp_all_reduce_runs_one_shot_by_hand():
 
 def test_a_1_mib_all_reduce_over_tp_4_by_hand():
     # 1 MiB = 1,048,576 bytes over tp 4 inside a DGX A100 (NVLink 300 GB/s x 0.82 = 246 GB/s).
-    # One-shot: INFERENCE_KERNEL_OVERHEAD_S (5.358 us as fitted) + 0.18 x 3.4 us = 0.612 us (one LL hop)
-    #   + 3 peers x 1,048,576 B / 246e9 B/s = 12.788 us                 -> overhead + 13.400 us = 18.758 us.
+    # One-shot: INFERENCE_KERNEL_OVERHEAD_S (5.357 us as fitted) + 0.18 x 3.4 us = 0.612 us (one LL hop)
+    #   + 3 peers x 1,048,576 B / 246e9 B/s = 12.788 us                 -> overhead + 13.400 us = 18.757 us.
     # NCCL's best here is ring/LL128: 7.0 us launch + 2 x 3 steps x 0.56 x 3.4 us = 11.424 us
     #   + 2 x 3/4 x 1,048,576 B / (246e9 x 0.92) = 6.950 us                       -> 25.374 us,
     # (ring/LL: 7.0 + 6 x 1.34 + 1.5 x 1,048,576 / 123e9 = 27.83 us; ring/Simple: 7.0 + 20.4 + 6.39 =

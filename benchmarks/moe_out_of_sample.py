@@ -4,7 +4,8 @@ Megatron Core MoE report's Table 11 against `llmsim estimate`, each run with its
     python benchmarks/moe_out_of_sample.py
 
 The tables (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, 25.11 container, and
-docs/performance-summary-archive.md at commit 0a25f911 for 25.09 and 26.02) force-balance expert load and
+docs/performance-summary-archive.md at commit 0a25f911 for 25.09 and 26.02; the 26.08 container's rows from
+docs/performance-summary.md at 067f987d, their recipes at tag v0.6.0 = 51885cf13) force-balance expert load and
 run dropless. Each run's settings come from `scripts/performance/` of the release that matches its
 container (25.09: v0.1.0rc3 = bf71eba0, `configs/deepseek/deepseek_v3_llm_pretrain.yaml`; 25.11: v0.2.0 =
 7af9601c, `configs/qwen3/workload_base_configs.py`; 26.02: v0.3.0 = 21b02e0c,
@@ -51,6 +52,33 @@ RUNS = [
     ("DeepSeek-V3, 256 B200, MXFP8", "26.02", 2689,
      _row(DSV3, "b200", "dgx-b200", 256, "fp8", 1, 16, 8, 1, 1, 4096, "selective:mla_up_proj", BF16M),
      "none", "recompute mla_up_proj; HybridEP, no overlap; bf16 moments"),
+    # 26.08 (v0.6.0 = 51885cf13, src/megatron/bridge/perf_recipes/<family>/<gpu>/): every row one CUDA graph of
+    # the whole iteration, HybridEP with the all-to-all under the other microbatch, fused grouped MLP (CuTeDSL),
+    # MXFP8 with FP8 parameter gather, force-balanced and dropless
+    ("DeepSeek-V3, 256 GB300, MXFP8", "26.08", 6288,
+     _row(DSV3, "gb300", "gb300-nvl72", 256, "fp8", 1, 2, 32, 8, 1, 4096, "none", BF16M),
+     "batch", "no recompute; full-iteration graph; HybridEP, a2a overlap; bf16 moments; MTP on (not modelled)"),
+    ("DeepSeek-V3, 256 GB200, MXFP8", "26.08", 4912,
+     _row(DSV3, "gb200", "gb200-nvl72", 256, "fp8", 1, 4, 64, 4, 1, 4096, "selective:mla_up_proj", BF16M),
+     "batch", "recompute mla_up_proj; full-iteration graph; HybridEP, a2a overlap; bf16 moments"),
+    ("GPT-OSS 120B, 64 GB300, MXFP8", "26.08", 33024,
+     _row("gpt-oss-120b", "gb300", "gb300-nvl72", 64, "fp8", 1, 1, 16, 1, 4, 1280, "none"),
+     "batch", "no recompute; full-iteration graph; HybridEP, a2a overlap"),
+    ("GPT-OSS 120B, 64 GB200, MXFP8", "26.08", 28672,
+     _row("gpt-oss-120b", "gb200", "gb200-nvl72", 64, "fp8", 1, 1, 64, 1, 4, 1280, "none"),
+     "batch", "no recompute; full-iteration graph; HybridEP, a2a overlap"),
+    ("Qwen3-30B-A3B, 8 GB300, MXFP8", "26.08", 44544,
+     _row("qwen3-30b-a3b", "gb300", "gb300-nvl72", 8, "fp8", 1, 1, 8, 1, 8, 512, "none"),
+     "batch", "no recompute; full-iteration graph; HybridEP, a2a overlap"),
+    ("Qwen3-30B-A3B, 8 GB200, MXFP8", "26.08", 39936,
+     _row("qwen3-30b-a3b", "gb200", "gb200-nvl72", 8, "fp8", 1, 1, 8, 1, 4, 512, "none"),
+     "batch", "no recompute; full-iteration graph; HybridEP, a2a overlap"),
+    ("Qwen3-235B-A22B, 256 GB300, MXFP8", "26.08", 8816,
+     _row(QWEN3, "gb300", "gb300-nvl72", 256, "fp8", 1, 4, 32, 12, 2, 8192, "none", SPLIT_HEAD),
+     "batch", "no recompute; full-iteration graph; HybridEP, a2a overlap; embedding and loss in the split"),
+    ("Qwen3-235B-A22B, 256 GB200, MXFP8", "26.08", 7280,
+     _row(QWEN3, "gb200", "gb200-nvl72", 256, "fp8", 1, 8, 32, 3, 1, 8192, "none", SPLIT_HEAD),
+     "batch", "no recompute; full-iteration graph; HybridEP, a2a overlap; embedding and loss in the split"),
 ]
 
 

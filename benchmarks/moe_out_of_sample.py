@@ -52,6 +52,17 @@ RUNS = [
     ("DeepSeek-V3, 256 B200, MXFP8", "26.02", 2689,
      _row(DSV3, "b200", "dgx-b200", 256, "fp8", 1, 16, 8, 1, 1, 4096, "selective:mla_up_proj", BF16M),
      "none", "recompute mla_up_proj; HybridEP, no overlap; bf16 moments"),
+    # 25.11 (v0.2.0 = 7af9601c, configs/qwen3/workload_base_configs.py): the alltoall dispatcher (HybridEP on
+    # GB), Transformer Engine graphs over the router only or none, the op fuser off; the table's MBS and VP
+    ("Qwen3-30B-A3B, 8 B200, MXFP8", "25.11", 9299,
+     _row("qwen3-30b-a3b", "b200", "dgx-b200", 8, "fp8", 1, 1, 8, 1, 1, 512, "none"),
+     "none", "no recompute; alltoall, no overlap; graphs over the router only"),
+    ("Qwen3-30B-A3B, 16 H100, FP8-CS", "25.11", 5275,
+     _row("qwen3-30b-a3b", "h100-sxm", "dgx-h100", 16, "fp8", 1, 2, 8, 24, 2, 512, "none"),
+     "batch", "no recompute; alltoall, a2a overlap; no CUDA graphs"),
+    ("Qwen3-30B-A3B, 8 GB200, MXFP8", "25.11", 23766,
+     _row("qwen3-30b-a3b", "gb200", "gb200-nvl72", 8, "fp8", 1, 1, 8, 1, 4, 512, "none"),
+     "none", "no recompute; HybridEP, no overlap; graphs over the router only"),
     # 26.08 (v0.6.0 = 51885cf13, src/megatron/bridge/perf_recipes/<family>/<gpu>/): every row one CUDA graph of
     # the whole iteration, HybridEP with the all-to-all under the other microbatch, fused grouped MLP (CuTeDSL),
     # MXFP8 with FP8 parameter gather, force-balanced and dropless

@@ -127,7 +127,8 @@ def test_more_than_sixteen_drafted_tokens_are_refused_in_one_line():
 
 
 def test_a_draft_model_adds_its_weights_and_its_kv_cache_by_hand(registry):
-    # Llama 3.2 1B (presets/models/llama3.2-1b.yaml) drafting for Llama 3 70B on tp 8, FP8 weights and KV:
+    # Llama 3.2 1B (presets/models/llama3.2-1b.yaml) drafting for Llama 3 70B on tp 8, in FP8 (draft_precision;
+    # its default is its checkpoint's bf16), FP8 weights and KV:
     # weights 128,256 x 2,048 (tied embedding) + 16 x (2 x 2,048^2 + 2 x 2,048 x 512 + 3 x 2,048 x 8,192
     # + 2 x 2,048 norms) = 1,235,812,352 parameters (the final norm's 2,048 are left out of the weights, as
     # for every model), 1 byte each over 8 ranks = 154,476,544 bytes;
@@ -140,7 +141,7 @@ def test_a_draft_model_adds_its_weights_and_its_kv_cache_by_hand(registry):
         return running_limit(sc, resolve_split(sc).as_column(), np.array([w.input_len]), np.array([w.output_len]))
 
     plain = lim(())
-    draft = lim((("acceptance_rate", 0.7), ("draft_model", "llama3.2-1b")))
+    draft = lim((("acceptance_rate", 0.7), ("draft_model", "llama3.2-1b"), ("draft_precision", "fp8")))
     assert plain["kv_free_bytes"][0] - draft["kv_free_bytes"][0] == pytest.approx(154_476_544, rel=1e-12)
     # the mean context of a running request, 1,024 + 256 / 2 = 1,152 tokens, is 72 whole blocks of 16
     assert draft["kv_per_seq_bytes"][0] - plain["kv_per_seq_bytes"][0] == pytest.approx(1152 * 2048, rel=1e-9)
@@ -247,3 +248,31 @@ def test_a_moe_draft_keeps_its_experts_on_the_tp_ranks(registry, monkeypatch):
         _row(sc)
         return seen[0]
     assert layer_comm(2) == pytest.approx(layer_comm(1), rel=1e-12) and layer_comm(1) > 0
+
+
+def test_a_draft_model_runs_at_its_own_precision_by_hand(registry):
+    # Llama 3.2 1B: embedding 128,256 x 2,048 = 262,668,288 (tied); a layer's attention 2 x 2,048^2 + 2 x
+    # 2,048 x 512 = 10,485,760, MLP 3 x 2,048 x 8,192 = 50,331,648, norms 4,096: 60,821,504 x 16 layers:
+    # 1,235,812,352 parameters (the final norm left out, as in the test above), split over the target's 8 tp
+    # ranks. Drafting at bf16 (its checkpoint, the default) instead of FP8 holds 1,235,812,352 x (2 - 1) / 8 =
+    # 154,476,544 bytes more a device
+    from llmsim.study.records import load, record
+
+    base = ["model=llama3-70b", "system.num_devices=8", "parallel.tp=8", "parallel.pp=1", "workload.mode=serving",
+            "workload.precision=fp8", "workload.input_len=1000", "workload.output_len=200", "workload.concurrency=16"]
+    spec = "serving.speculative={acceptance_rate: 0.7, draft_model: llama3.2-1b"
+    own, fp8 = (record(load(None, registry, [*base, spec + extra + "}"])) for extra in ("", ", draft_precision: fp8"))
+    assert (own["memory_per_device_gb"] - fp8["memory_per_device_gb"]) * 1e9 == pytest.approx(154_476_544, rel=1e-9)
+
+
+@pytest.mark.parametrize("speculative, says", [
+    ("{acceptance_rate: 0.7, draft_precision: fp8}", "draft_precision is for a draft_model"),
+    ("{acceptance_rate: 0.7, draft_model: llama3.2-1b, draft_precision: fp4}", "not supported by accelerator"),
+])
+def test_draft_precision_is_checked(registry, speculative, says):
+    from llmsim.spec.errors import SpecError
+    from llmsim.study.records import load
+
+    with pytest.raises(SpecError, match=says):
+        load(None, registry, ["model=llama3-70b", "workload.mode=serving", "workload.input_len=1000",
+                              "workload.output_len=200", "workload.concurrency=16", f"serving.speculative={speculative}"])

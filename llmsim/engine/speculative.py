@@ -50,7 +50,10 @@ def drafter(sc: Scenario) -> Scenario:
     spec = sc.serving.speculative
     if spec is None or spec.draft_model is None:
         return sc
-    return dataclasses.replace(sc, model=spec.draft_model,
+    # its own checkpoint's precision; its cache as the target's (the engine's one KV-cache setting)
+    workload = dataclasses.replace(sc.workload, precision=spec.draft_precision, weight_precision=None,
+                                   expert_precision=None)
+    return dataclasses.replace(sc, model=spec.draft_model, workload=workload,
                                serving=dataclasses.replace(sc.serving, speculative=None))
 
 

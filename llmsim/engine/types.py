@@ -204,6 +204,7 @@ class Speculative:
     draft_tokens: int = 3
     draft_layers: int = 1
     draft_model: Model | None = None  # None: a head of draft_layers target-shaped layers
+    draft_precision: str = "bf16"  # a draft model's weights and GEMM inputs (a head runs at the target's)
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,8 @@ def _serving(s, acc) -> Serving:
     sp = s.speculative
     spec = None if sp is None else Speculative(
         acceptance_rate=sp.acceptance_rate, draft_tokens=sp.draft_tokens, draft_layers=sp.draft_layers,
-        draft_model=None if sp.draft_model is None else model_values(sp.draft_model))
+        draft_model=None if sp.draft_model is None else model_values(sp.draft_model),
+        draft_precision=sp.draft_precision)
     filled = scheduler_defaults(s.engine, acc.name, acc.hbm_bytes)
     given = declared_kwargs(ServingSettings, s)
     return Serving(**{k: (filled[k] if v is None and k in filled else v) for k, v in given.items()},

@@ -183,12 +183,18 @@ class SpeculativeSpec(Strict):
     # a separate draft model (a model preset name or mapping, e.g. llama3.2-1b for Llama 3.1 70B) instead
     # of a head: all its layers and its own output layer run per drafted token, on the target's tp ranks
     draft_model: ModelSpec | None = None
+    # a draft model runs from its own checkpoint: 16-bit unless quantized (vLLM's speculative_config takes the
+    # draft's own quantization, none by default; TensorRT-LLM builds the draft engine apart), whatever the
+    # target's precision; a draft head is part of the target and runs at its precision
+    draft_precision: PrecisionName = "bf16"
 
     @model_validator(mode="after")
     def _one_kind_of_draft(self):
         if self.draft_model is not None and "draft_layers" in self.model_fields_set:
             raise ValueError("draft_layers is for a draft head; a draft_model runs all "
                              f"{self.draft_model.layers} of its own layers: leave draft_layers out")
+        if self.draft_model is None and "draft_precision" in self.model_fields_set:
+            raise ValueError("draft_precision is for a draft_model; a draft head runs at the target's precision")
         return self
 
 
@@ -295,6 +301,9 @@ class ScenarioSpec(Strict):
             raise ValueError("serving.speculative is modelled for workload.mode serving with co-located prefill "
                              "and decode (no serving.disaggregation)")
         draft = self.serving.speculative.draft_model if self.serving.speculative else None
+        if draft is not None and getattr(acc.peak_tflops, self.serving.speculative.draft_precision) is None:
+            raise ValueError(f"serving.speculative.draft_precision {self.serving.speculative.draft_precision} is "
+                             f"not supported by accelerator '{acc.name}'; allowed: bf16, fp16 or a precision it runs")
         if draft is not None and draft.vocab != self.model.vocab:
             raise ValueError(f"serving.speculative.draft_model '{draft.name}' has a vocabulary of {draft.vocab:,} "
                              f"tokens and the target '{self.model.name}' {self.model.vocab:,}: a draft proposes "

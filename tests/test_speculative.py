@@ -276,3 +276,19 @@ def test_draft_precision_is_checked(registry, speculative, says):
     with pytest.raises(SpecError, match=says):
         load(None, registry, ["model=llama3-70b", "workload.mode=serving", "workload.input_len=1000",
                               "workload.output_len=200", "workload.concurrency=16", f"serving.speculative={speculative}"])
+
+
+def test_a_quantised_draft_keeps_its_published_precision(registry):
+    # gpt-oss-20b is published with MXFP4 experts (its preset's precision): unset, the draft keeps them, as the
+    # engines load its checkpoint; drafting it at bf16 holds its experts at 2 bytes instead of 0.53125
+    from llmsim.study.records import load, record
+
+    base = ["model=gpt-oss-120b", "system.accelerator=h100-sxm", "system.num_devices=4", "parallel.tp=4",
+            "parallel.pp=1", "workload.mode=serving", "workload.precision=native", "workload.input_len=1000",
+            "workload.output_len=200", "workload.concurrency=16"]
+    spec = "serving.speculative={acceptance_rate: 0.7, draft_model: gpt-oss-20b"
+    published, mapping, bf16 = (record(load(None, registry, [*base, spec + extra + "}"])) for extra in (
+        "", ", draft_precision: {activations: bf16, experts: mxfp4}", ", draft_precision: bf16"))
+    assert published["memory_per_device_gb"] == mapping["memory_per_device_gb"]
+    assert published["tpot_s"] == mapping["tpot_s"]
+    assert bf16["memory_per_device_gb"] > published["memory_per_device_gb"] + 5  # ~19 B expert params / 4 ranks

@@ -51,8 +51,9 @@ def drafter(sc: Scenario) -> Scenario:
     if spec is None or spec.draft_model is None:
         return sc
     # its own checkpoint's precision; its cache as the target's (the engine's one KV-cache setting)
-    workload = dataclasses.replace(sc.workload, precision=spec.draft_precision, weight_precision=None,
-                                   expert_precision=None)
+    workload = dataclasses.replace(sc.workload, precision=spec.draft_precision,
+                                   weight_precision=spec.draft_weight_precision,
+                                   expert_precision=spec.draft_expert_precision, kv_precision=sc.workload.kv_cache)
     return dataclasses.replace(sc, model=spec.draft_model, workload=workload,
                                serving=dataclasses.replace(sc.serving, speculative=None))
 

@@ -204,7 +204,9 @@ class Speculative:
     draft_tokens: int = 3
     draft_layers: int = 1
     draft_model: Model | None = None  # None: a head of draft_layers target-shaped layers
-    draft_precision: str = "bf16"  # a draft model's weights and GEMM inputs (a head runs at the target's)
+    draft_precision: str = "bf16"  # a draft model's GEMM inputs (a head runs at the target's precision)
+    draft_weight_precision: str | None = None  # its weights; None: draft_precision
+    draft_expert_precision: str | None = None  # its routed experts' weights; None: as its weights
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,11 @@ def _lengths(w) -> dict:
     return m
 
 
+def _draft_precision(p) -> dict:
+    """A draft model's precision by component, as the engine's Speculative takes it."""
+    return {"draft_precision": p.activations, "draft_weight_precision": p.weights, "draft_expert_precision": p.experts}
+
+
 def _serving(s, acc) -> Serving:
     from llmsim.spec.engines import scheduler_defaults
 
@@ -113,7 +118,7 @@ def _serving(s, acc) -> Serving:
     spec = None if sp is None else Speculative(
         acceptance_rate=sp.acceptance_rate, draft_tokens=sp.draft_tokens, draft_layers=sp.draft_layers,
         draft_model=None if sp.draft_model is None else model_values(sp.draft_model),
-        draft_precision=sp.draft_precision)
+        **({} if sp.draft_model is None else _draft_precision(sp.draft_precision_spec())))
     filled = scheduler_defaults(s.engine, acc.name, acc.hbm_bytes)
     given = declared_kwargs(ServingSettings, s)
     return Serving(**{k: (filled[k] if v is None and k in filled else v) for k, v in given.items()},

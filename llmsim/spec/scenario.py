@@ -183,10 +183,11 @@ class SpeculativeSpec(Strict):
     # a separate draft model (a model preset name or mapping, e.g. llama3.2-1b for Llama 3.1 70B) instead
     # of a head: all its layers and its own output layer run per drafted token, on the target's tp ranks
     draft_model: ModelSpec | None = None
-    # a draft model runs from its own checkpoint: 16-bit unless quantized (vLLM's speculative_config takes the
-    # draft's own quantization, none by default; TensorRT-LLM builds the draft engine apart), whatever the
-    # target's precision; a draft head is part of the target and runs at its precision
-    draft_precision: PrecisionName = "bf16"
+    # a draft model runs from its own checkpoint (vLLM's speculative_config takes the draft's own
+    # quantization; TensorRT-LLM builds the draft engine apart), whatever the target's precision: unset, the
+    # precision its preset is published in (gpt-oss-20b's MXFP4 experts), else bf16; a name or a mapping as
+    # workload.precision takes. A draft head is part of the target and runs at its precision.
+    draft_precision: PrecisionName | PrecisionSpec | None = None
 
     @model_validator(mode="after")
     def _one_kind_of_draft(self):
@@ -196,6 +197,14 @@ class SpeculativeSpec(Strict):
         if self.draft_model is None and "draft_precision" in self.model_fields_set:
             raise ValueError("draft_precision is for a draft_model; a draft head runs at the target's precision")
         return self
+
+    def draft_precision_spec(self) -> PrecisionSpec:
+        """The draft model's precision by component: as given, else its preset's published one, else bf16."""
+        given = self.draft_precision
+        if given is None:
+            return (self.draft_model.precision if self.draft_model is not None and self.draft_model.precision
+                    else PrecisionSpec(activations="bf16"))
+        return PrecisionSpec(activations=given) if isinstance(given, str) else given
 
 
 class ServingSpec(declared_model(ServingSettings, "ServingSettings")):
@@ -301,9 +310,11 @@ class ScenarioSpec(Strict):
             raise ValueError("serving.speculative is modelled for workload.mode serving with co-located prefill "
                              "and decode (no serving.disaggregation)")
         draft = self.serving.speculative.draft_model if self.serving.speculative else None
-        if draft is not None and getattr(acc.peak_tflops, self.serving.speculative.draft_precision) is None:
-            raise ValueError(f"serving.speculative.draft_precision {self.serving.speculative.draft_precision} is "
-                             f"not supported by accelerator '{acc.name}'; allowed: bf16, fp16 or a precision it runs")
+        draft_math = self.serving.speculative.draft_precision_spec().activations if draft is not None else None
+        if draft_math is not None and getattr(acc.peak_tflops, draft_math) is None:
+            have = [p for p in ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4") if getattr(acc.peak_tflops, p)]
+            raise ValueError(f"serving.speculative.draft_precision {draft_math} is not supported by accelerator "
+                             f"'{acc.name}'; allowed: {', '.join(have)}")
         if draft is not None and draft.vocab != self.model.vocab:
             raise ValueError(f"serving.speculative.draft_model '{draft.name}' has a vocabulary of {draft.vocab:,} "
                              f"tokens and the target '{self.model.name}' {self.model.vocab:,}: a draft proposes "

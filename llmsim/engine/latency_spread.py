@@ -59,8 +59,9 @@ def steady_ttft(ttft, prompt, cv: float, prefill_step, step_tokens, chunk_room):
 
 def steady(ttft_at, tpot) -> dict:
     """Percentile columns of the steady state (``ttft_at``: ``steady_ttft``)."""
-    return {**{f"ttft_p{round(q * 100)}_s": ttft_at(q) for q in QUANTILES},
-            **{f"tpot_p{round(q * 100)}_s": tpot + 0.0 * ttft_at(0.5) for q in QUANTILES}}
+    ttft = {f"ttft_p{round(q * 100)}_s": ttft_at(q) for q in QUANTILES}
+    shape = np.shape(ttft["ttft_p50_s"])
+    return {**ttft, **{f"tpot_p{round(q * 100)}_s": np.broadcast_to(tpot, shape) for q in QUANTILES}}
 
 
 def in_waves(queue, end_of_prompt, wave_s, run, osl) -> dict:

@@ -95,3 +95,25 @@ def test_a_flag_sets_the_same_scenario_as_set(flag, value, text):
     by_flag = load(None, PresetRegistry(), serving + overrides_from_flags({flag: value}, []))
     by_set = load(None, PresetRegistry(), [*serving, text])
     assert by_flag == by_set
+
+
+def test_a_record_choice_is_fixed_by_the_records_and_left_at_its_default_for_the_user(registry):
+    # validate scores each run twice: with the modelling choices its converter fixed from the record
+    # (record_choice settings) and with a user's defaults. The Megatron-LM training converter fixes
+    # dropout 0.1 and tp_comm_overlap/attention_kernel from the framework (validation/training.py): the
+    # second scenario must carry the declared defaults there (dropout 0.0, tp_comm_overlap false, auto)
+    from llmsim.validation.runs import TRAINING, cases
+
+    done, _ = cases(registry, (TRAINING,))
+    fixed = [c for c in done if c.choices]
+    assert fixed, "no training record fixes a modelling choice"
+    seen = set()
+    for case in fixed:
+        for path in case.choices:
+            section, key = path.split(".")
+            got = getattr(getattr(case.default_scenario, section), key)
+            default = {"model.dropout": 0.0}.get(path, next(
+                (f.default for f in dataclasses.fields(Parallel) if f.name == key), None))
+            assert got == default, (case.rec["id"], path, got)
+            seen.add(path)
+    assert {"model.dropout", "parallel.tp_comm_overlap", "parallel.attention_kernel"} <= seen

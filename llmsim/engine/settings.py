@@ -25,10 +25,13 @@ ParallelDim = Literal["tp", "cp", "ep", "dp", "pp"]
 DEFAULT_ORDER: tuple[str, ...] = ("tp", "cp", "ep", "dp", "pp")
 
 
-def setting(default, help: str, source: str = "", flag: str | None = None):
-    """A declared setting: ``default``, one line of ``help``, the ``source`` of the default, and the
-    command-line ``flag`` of ``llmsim estimate`` that sets it, if any (``spec/flags.py`` builds the flags)."""
-    return field(default=default, metadata={"help": help, "source": source, "flag": flag})
+def setting(default, help: str, source: str = "", flag: str | None = None, record_choice: bool = False):
+    """A declared setting: ``default``, one line of ``help``, the ``source`` of the default, the
+    command-line ``flag`` of ``llmsim estimate`` that sets it, if any (``spec/flags.py`` builds the flags),
+    and whether it is a ``record_choice``: a modelling choice a validation record may fix from its framework
+    or launch recipe, where a user of llmsim gets the default (``validate`` reports both errors)."""
+    return field(default=default, metadata={"help": help, "source": source, "flag": flag,
+                                            "record_choice": record_choice})
 
 
 @dataclass(frozen=True)
@@ -44,23 +47,26 @@ class Parallel:
     sequence_parallel: bool = setting(True, "Megatron sequence parallelism on the tensor-parallel group",
                                       "Korthikanti et al. 2022, arXiv 2205.05198")
     flash_attention: bool = setting(True, "fused attention; false: s x s scores in HBM",
-                                    "Dao et al. 2022, arXiv 2205.14135")
-    attention_kernel: str = setting("auto", "a kernel of the accelerator's measured_attention_tflops; auto: the fastest")
+                                    "Dao et al. 2022, arXiv 2205.14135", record_choice=True)
+    attention_kernel: str = setting("auto", "a kernel of the accelerator's measured_attention_tflops; auto: the fastest",
+                                    record_choice=True)
     activation_quant: Literal["fused", "per_gemm"] = setting(
         "fused", "fp8/fp4 inference: each GEMM input quantised by the kernel that writes it (fused) or by a "
         "kernel of its own before every GEMM (per_gemm)",
-        "TensorRT-LLM's norm- and SwiGLU-quant kernels; torchao's dynamic activation quantisation")
+        "TensorRT-LLM's norm- and SwiGLU-quant kernels; torchao's dynamic activation quantisation",
+        record_choice=True)
     tp_all_reduce: Literal["auto", "nccl"] = setting(
         "nccl", "inference tp all-reduce: NCCL's algorithms, or auto: also a one-shot custom all-reduce inside "
         "one scale-up domain where faster (nccl until auto is validated engine by engine)",
-        "TensorRT-LLM, vLLM and SGLang custom all-reduce kernels")
+        "TensorRT-LLM, vLLM and SGLang custom all-reduce kernels", record_choice=True)
     attention_dp: bool = setting(
         False, "serving: attention data-parallel over the tp ranks: each rank runs its own requests' attention "
         "with every head and caches only their keys and values; the MLP and expert layers run on all the ranks' "
         "tokens (gathered before, reduce-scattered after)",
         "SGLang --enable-dp-attention (python/sglang/srt/layers/dp_attention.py); TensorRT-LLM enable_attention_dp")
     tp_comm_overlap: bool = setting(False, "TP collectives overlapped with the GEMMs beside them",
-                                    "Transformer Engine userbuffers (Megatron-Core --tp-comm-overlap)")
+                                    "Transformer Engine userbuffers (Megatron-Core --tp-comm-overlap)",
+                                    record_choice=True)
     moe_comm_overlap: Literal["none", "shared_experts", "batch"] = setting(
         "none", "MoE all-to-all: exposed, under the shared experts, or under another microbatch's layer",
         "Megatron-Core --moe-shared-expert-overlap, --overlap-moe-expert-parallel-comm; DeepSeek-V3 DualPipe")
@@ -69,7 +75,8 @@ class Parallel:
         "Megatron-Core; MaxText dense_matmul; Lepikhin et al. 2020, arXiv 2006.16668")
     moe_gemm_kernel: Literal["native", "sm80"] = setting(
         "native", "routed-expert grouped GEMM: the accelerator's own kernels, or Ampere CUTLASS (sm80) on Hopper",
-        "TensorRT-LLM before v0.10 dispatches its MoE GEMM to cutlass::arch::Sm80")
+        "TensorRT-LLM before v0.10 dispatches its MoE GEMM to cutlass::arch::Sm80",
+        record_choice=True)
     microbatch_size: PosInt | Literal["auto"] = setting(
         1, "sequences per microbatch; auto: the fastest that fits, with virtual_stages (estimate says which)",
         flag="--microbatch-size")
@@ -89,10 +96,11 @@ class Parallel:
         "Rajbhandari et al. 2020, arXiv 1910.02054", flag="--zero-stage")
     grad_reduce_dtype: Literal["auto", "fp32", "bf16"] = setting(
         "auto", "dtype gradients are accumulated and reduced in; auto: fp32 with bf16/fp8/fp4 parameters, "
-        "16-bit under ZeRO-3 (FSDP)", "NeMo optim.grad_sync_dtype; torch.distributed.fsdp MixedPrecision")
+        "16-bit under ZeRO-3 (FSDP)", "NeMo optim.grad_sync_dtype; torch.distributed.fsdp MixedPrecision",
+        record_choice=True)
     optimizer_states: Literal["fp32", "fp32-remainders", "bf16"] = setting(
         "fp32", "Adam's state per parameter: fp32 master, m, v (12 B); fp32-remainders (10 B); bf16 m, v (4 B)",
-        "Megatron-LM dist_optimizer.md; Apex store_param_remainders")
+        "Megatron-LM dist_optimizer.md; Apex store_param_remainders", record_choice=True)
     order: tuple[ParallelDim, ...] = setting(
         DEFAULT_ORDER, "rank order of the dimensions, innermost first", "Megatron-LM's default tp-cp-ep-dp-pp")
 

@@ -94,3 +94,14 @@ def markdown() -> str:
             out.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
         out.append("")
     return "\n".join(out)
+
+
+def record_choices() -> tuple[str, ...]:
+    """Every setting declared a ``record_choice`` (``engine/settings.setting``; the model's by its field's
+    ``json_schema_extra``): the modelling choices a validation converter may fix from a record."""
+    from llmsim.spec.model import ModelSpec
+
+    out = [f"{key}.{f.name}" for key, section in declared_sections() for f in dataclasses.fields(section)
+           if f.metadata.get("record_choice")]
+    return tuple(out + [f"model.{name}" for name, f in ModelSpec.model_fields.items()
+                        if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("record_choice")])

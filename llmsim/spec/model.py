@@ -95,7 +95,8 @@ class ModelSpec(Strict):
     activation: Activation = "gelu"
     tied_embeddings: bool = False
     bias: bool = False
-    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)  # attention/hidden dropout probability in training
+    # attention/hidden dropout probability in training; a validation record may fix it from its framework
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, json_schema_extra={"record_choice": True})
     max_seq_len: PosInt | None = None
     moe: MoESpec | None = None
     mla: MLASpec | None = None

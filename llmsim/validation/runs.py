@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmsim.engine.errors import DesignError
+from llmsim.spec.declared import record_choices
 from llmsim.validation import inference, training
 from llmsim.validation.records import Skip, load_records, scenario_of
 
@@ -78,10 +79,8 @@ KINDS = (TRAINING, INFERENCE, LATENCY, DECODE, *SERVING)
 
 
 # modelling choices a converter may fix from the record, its framework or its launch recipe rather than
-# leave to llmsim's defaults (a user of llmsim gets the defaults)
-CHOICES = ("parallel.attention_kernel", "parallel.tp_comm_overlap", "parallel.flash_attention",
-           "parallel.grad_reduce_dtype", "parallel.optimizer_states", "parallel.activation_quant",
-           "parallel.tp_all_reduce", "parallel.moe_gemm_kernel", "model.dropout")
+# leave to llmsim's defaults (a user of llmsim gets the defaults): each declared a record_choice
+CHOICES = record_choices()
 
 
 def _without(data: dict, paths: tuple[str, ...]) -> dict:

@@ -36,15 +36,31 @@ def test_estimate_says_which_interleaving_it_picked():
     assert "virtual_stages auto -> " in r.stderr and "(the fastest that fits of 1, 2, 4, 8)" in r.stderr
 
 
-def test_virtual_stages_auto_in_a_sweep_base_names_the_grid_instead(tmp_path):
-    spec = tmp_path / "s.yaml"
+def _sweep_csv(tmp_path, parallel: str, grid: str):
+    import pandas as pd
+
+    spec = tmp_path / f"s{len(list(tmp_path.iterdir()))}.yaml"
     spec.write_text("base:\n  model: llama3-8b\n  system: {accelerator: h100-sxm, num_devices: 16, network: dgx-h100}\n"
-                    "  parallel: {tp: 8, pp: 2, virtual_stages: auto}\n"
+                    f"  parallel: {{{parallel}}}\n"
                     "  workload: {mode: training, precision: bf16, seq_len: 4096, global_batch_size: 64}\n"
-                    "grid:\n  parallel.microbatch_size: [1, 2]\nkeep: all\n")
-    r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1")
+                    f"grid:\n{grid}keep: all\n")
+    out = tmp_path / (spec.stem + ".csv")
+    r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1", "-o", str(out))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("grid: parallel.virtual_stages: [1, 2, 4]") == 2
+    return pd.read_csv(out)
+
+
+def test_virtual_stages_auto_in_a_sweep_is_the_best_row_of_the_listed_values(tmp_path):
+    # llama3-8b: 32 layers on pp 2 = 16 per device, so v in 1, 2, 4, 8, 16 (each divides 16; pp*v <= 32).
+    # The auto row of each microbatch must be the fastest row that fits of the sweep that lists them
+    auto = _sweep_csv(tmp_path, "tp: 8, pp: 2, virtual_stages: auto", "  parallel.microbatch_size: [1, 2]\n")
+    listed = _sweep_csv(tmp_path, "tp: 8, pp: 2", "  parallel.microbatch_size: [1, 2]\n"
+                        "  parallel.virtual_stages: [1, 2, 4, 8, 16]\n")
+    assert len(auto) == 2 and auto["infeasible_reason"].isna().all()
+    for mb, row in auto.set_index("microbatch_size").iterrows():
+        fit = listed[(listed.microbatch_size == mb) & listed.fits_in_memory.astype(bool)]
+        best = fit.loc[fit.tokens_per_s.idxmax()]
+        assert row.virtual_stages == best.virtual_stages and row.tokens_per_s == best.tokens_per_s
 
 
 def test_the_published_interleaved_run_takes_its_frameworks_default(registry):
@@ -202,15 +218,24 @@ def test_estimate_says_which_microbatch_it_picked():
     assert "microbatch_size auto -> " in r.stderr and "of 1, 2, 4, 8, 16, 32, 64)" in r.stderr
 
 
-def test_microbatch_auto_in_a_sweep_base_names_the_grid_instead(tmp_path):
-    spec = tmp_path / "s.yaml"
-    spec.write_text("base:\n  model: llama3-8b\n  system: {accelerator: h100-sxm, num_devices: 16, network: dgx-h100}\n"
-                    "  parallel: {tp: 8, pp: 2, microbatch_size: auto}\n"
-                    "  workload: {mode: training, precision: bf16, seq_len: 4096, global_batch_size: 64}\n"
-                    "grid:\n  parallel.zero_stage: [1, 3]\nkeep: all\n")
-    r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1")
+def test_microbatch_auto_in_a_sweep_matches_estimate_and_the_listed_values(tmp_path):
+    # 64 sequences over dp 1 (tp 8 x pp 2 on 16 devices): microbatch 1, 2, 4, ... 64, each point its own
+    auto = _sweep_csv(tmp_path, "tp: 8, pp: 2, microbatch_size: auto", "  parallel.zero_stage: [1, 3]\n")
+    listed = _sweep_csv(tmp_path, "tp: 8, pp: 2", "  parallel.zero_stage: [1, 3]\n"
+                        "  parallel.microbatch_size: [1, 2, 4, 8, 16, 32, 64]\n")
+    for zero, row in auto.set_index("zero_stage").iterrows():
+        fit = listed[(listed.zero_stage == zero) & listed.fits_in_memory.astype(bool)]
+        best = fit.loc[fit.tokens_per_s.idxmax()]
+        assert row.microbatch_size == best.microbatch_size and row.tokens_per_s == best.tokens_per_s
+    # estimate's one-point search picks what the sweep's row did
+    r = run_cli("estimate", "--model", "llama3-8b", "--devices", "16", "--tp", "8", "--pp", "2",
+                "--global-batch-size", "64", "--seq-len", "4096", "--microbatch-size", "auto", "--format", "json")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("grid: parallel.microbatch_size: [1, 2, 4]") == 2
+    import json
+
+    one = json.loads(r.stdout)
+    row = auto.set_index("zero_stage").loc[one["zero_stage"]]
+    assert one["microbatch_size"] == row.microbatch_size and one["tokens_per_s"] == row.tokens_per_s
 
 
 def test_a_megatron_benchmark_without_its_microbatch_takes_the_fastest_that_fits(registry):

@@ -78,10 +78,12 @@ class Parallel:
         "TensorRT-LLM before v0.10 dispatches its MoE GEMM to cutlass::arch::Sm80",
         record_choice=True)
     microbatch_size: PosInt | Literal["auto"] = setting(
-        1, "sequences per microbatch; auto: the fastest that fits, with virtual_stages (estimate says which)",
+        1, "sequences per microbatch; auto: the fastest that fits, with virtual_stages (estimate says which; a sweep's "
+        "row carries it)",
         flag="--microbatch-size")
     virtual_stages: PosInt | Literal["auto"] = setting(
-        1, "interleaved 1F1B chunks per device; auto: the fastest that fits (estimate says which)",
+        1, "interleaved 1F1B chunks per device; auto: the fastest that fits (estimate says which; a sweep's row "
+        "carries it)",
         "Narayanan et al. 2021, arXiv 2104.04473, sec. 2.2")
     pipeline_embedding_stage: bool = setting(
         False, "the embedding takes a pipeline layer slot", "Megatron-LM --account-for-embedding-in-pipeline-split")

@@ -11,7 +11,6 @@ the functions ``llmsim estimate`` uses for one point).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import itertools
 import math
 
@@ -19,13 +18,14 @@ import numpy as np
 import pandas as pd
 
 from llmsim.engine.columns import factorize
-from llmsim.engine.network.capacity import too_many_devices
-from llmsim.engine.split import SPLIT_INPUTS, Split, inputs_of, split_arrays
+from llmsim.engine.split import SPLIT_INPUTS, Split, inputs_of
 from llmsim.spec.errors import SpecError
 from llmsim.spec.expr import Expr
 from llmsim.spec.yamlio import Document
-from llmsim.study import modes, rowset
+from llmsim.study import auto, modes, rowset
 from llmsim.study.columns import axis_column, axis_columns, axis_paths, cell, record_names
+from llmsim.study.group_splits import check_splits
+from llmsim.study.modes.training import best_of_auto
 
 # dotted scenario path -> split input evaluated as a column
 VECTOR_PATHS = {("system", "num_devices"): "num_devices", ("workload", "global_batch_size"): "global_batch_size",
@@ -175,41 +175,19 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> list[row
     except SpecError as err:
         # the scenario key goes into the reason too: "required key is missing" alone names nothing
         return _failed(ctx, points, fixed, varied, f"{err.path}: {err.message}" if err.path else err.message)
-    auto = next((k for k in ("virtual_stages", "microbatch_size") if sc.workload.mode == "training"
-                 and getattr(sc.parallel, k) == "auto" and k not in varied), None)
-    if auto is not None:
-        return _failed(ctx, points, fixed, varied, f"parallel.{auto}: auto is for llmsim estimate and validate; "
-                       f"a sweep lists the values, e.g. grid: parallel.{auto}: [1, 2, 4]")
-    base = inputs_of(sc)
+    # training knobs left auto: each point takes the fastest of its own values that fits (modes/training.best_of_auto)
+    knobs = tuple(k for k in auto.KNOBS if sc.workload.mode == "training" and getattr(sc.parallel, k) == "auto"
+                  and k not in varied)
+    base = {k: 1 if k in knobs else v for k, v in inputs_of(sc).items()}
     n = {k: varied.get(k, np.full(len(points), base[k]) if base[k] is not None else None) for k in SPLIT_INPUTS}
     n = {k: v for k, v in n.items() if v is not None}
-    split, ok, reasons = _splits(sc, n, varied, ctx.spec.keep == "all")
-    engine, inputs, ok, reasons = modes.of(sc).group(sc, n, varied, split, ok, reasons, ctx.spec.keep == "all")
+    keep_all = ctx.spec.keep == "all"
+    if knobs:
+        ok, reasons, split, engine, inputs = best_of_auto(sc, n, varied, knobs, keep_all)
+        return _rows(ctx, points, ok, reasons, split, engine, inputs)
+    split, ok, reasons = check_splits(sc, n, varied, keep_all)
+    engine, inputs, ok, reasons = modes.of(sc).group(sc, n, varied, split, ok, reasons, keep_all)
     return _rows(ctx, points, ok, reasons, split, engine, inputs)
-
-
-def _splits(sc, n: dict, varied: dict, explain: bool) -> tuple[Split, np.ndarray, np.ndarray]:
-    """(split, mask of valid rows, first failing check's message per row: None throughout without
-    ``explain``) of the split inputs ``n``; every check is on arrays, before any row is timed."""
-    split, ok, why = split_arrays(sc, n, explain)
-    reasons = np.full(len(ok), None, dtype=object)
-    if explain:
-        reasons[:] = [w[0] if w else None for w in why]
-    cp_rows = n["cp"] > 1
-    if sc.workload.mode != "training" and "input_len" in varied and cp_rows.any():
-        # cp must divide each row's own prompt length: check those rows again with it
-        for length in np.unique(varied["input_len"][cp_rows]):
-            rows = cp_rows & (varied["input_len"] == length)
-            w = dataclasses.replace(sc.workload, input_len=int(length))
-            _, ok[rows], why = split_arrays(dataclasses.replace(sc, workload=w), {k: v[rows] for k, v in n.items()},
-                                            explain)
-            if explain:
-                reasons[rows] = [x[0] if x else None for x in why]
-    too_many = too_many_devices(sc.network.name, sc.network.tiers[-1].size, n["num_devices"])
-    big = too_many != None
-    if explain:
-        reasons[big] = too_many[big]
-    return split, ok & ~big, reasons
 
 
 def _rows(ctx: _Context, points, ok, reasons, split: Split, engine, inputs) -> list[rowset.Rows]:

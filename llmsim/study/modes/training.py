@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmsim.study.auto import auto_choices
+from llmsim.study import auto
+from llmsim.study.auto import KNOBS, auto_choices
+from llmsim.study.group_splits import check_splits
 from llmsim.study.modes.common import constant_column, cost_columns, system_inputs
 
 MICROBATCHES = (1, 2, 4)
@@ -62,43 +64,58 @@ class Training:
 
 def resolve_auto(sc):
     """The scenario with ``microbatch_size: auto`` and ``virtual_stages: auto`` replaced by what they pick
-    (unchanged otherwise): every combination evaluated as one column, the fastest that fits in memory kept
-    (the fastest of all when none fits)."""
+    (unchanged otherwise): a one-point search through the sweep's own group evaluation
+    (``best_of_auto``): the fastest combination that fits in memory (the fastest of all when
+    none fits)."""
     import dataclasses
-
-    choices = auto_choices(sc)
-    if not choices:
-        return sc
-    if sc.workload.mode != "training":  # neither matters outside training
-        return dataclasses.replace(sc, parallel=dataclasses.replace(sc.parallel, **{k: 1 for k in choices}))
-    best = _fastest_auto(sc, choices)
-    return dataclasses.replace(sc, parallel=dataclasses.replace(sc.parallel, **{
-        k: int(best[k][0]) for k in choices}))
-
-
-def _fastest_auto(sc, choices: dict[str, list[int]]) -> dict:
-    import dataclasses
-    import itertools
 
     from llmsim.engine.errors import DesignError
     from llmsim.engine.split import inputs_of, split_arrays
 
-    combos = np.array(list(itertools.product(*choices.values())))
-    a = {k: np.full(len(combos), v) for k, v in inputs_of(dataclasses.replace(
-        sc, parallel=dataclasses.replace(sc.parallel, **{k: 1 for k in choices}))).items() if v is not None}
-    for j, k in enumerate(choices):
-        a[k] = combos[:, j]
-    split, ok, reasons = split_arrays(sc, a)
-    if not ok.any():
-        message, path = next(r for r in reasons if r is not None)
-        raise DesignError(message, path=path)
-    keep = np.flatnonzero(ok)
-    sub = type(split)(**{f: np.asarray(getattr(split, f))[keep] for f in split.__dataclass_fields__})
-    cols = training_record(sc, sub, a["num_devices"][keep], a["global_batch_size"][keep])
-    fits = np.asarray(cols["fits_in_memory"], dtype=bool)
-    score = np.where(fits | ~fits.any(), np.asarray(cols["tokens_per_s"], dtype=float), -np.inf)
-    best = int(np.argmax(score))
-    return {k: np.asarray(v)[best:best + 1] for k, v in cols.items()}
+    choices = auto_choices(sc)
+    if not choices:
+        return sc
+    ones = dataclasses.replace(sc, parallel=dataclasses.replace(sc.parallel, **{k: 1 for k in choices}))
+    if sc.workload.mode != "training":  # neither matters outside training
+        return ones
+    n = {k: np.array([v]) for k, v in inputs_of(ones).items() if v is not None}
+    ok, _, split, engine, _ = best_of_auto(sc, n, {}, tuple(k for k in KNOBS if k in choices), True)
+    if not ok[0]:  # no combination is a valid split: the first's reason (microbatch 1, no interleaving)
+        _, _, why = split_arrays(ones, n)
+        raise DesignError(*why[0])
+    best = engine(split)
+    return dataclasses.replace(sc, parallel=dataclasses.replace(sc.parallel, **{
+        k: int(best[k][0]) for k in choices}))
+
+
+def best_of_auto(sc, n: dict, varied: dict, knobs: tuple[str, ...], explain: bool):
+    """(ok, reasons, split, engine, inputs) of the rows ``n`` as ``_group`` evaluates them, each with its
+    ``auto`` ``knobs`` at the fastest of its own values that fits in memory (the fastest where none fits):
+    every row repeated once per combination (``auto.expand``), the repeats checked and timed as one group,
+    the best kept (``auto.pick``). ``engine`` returns the kept repeats' columns; a row without a valid
+    repeat gets the reason of its first."""
+    nx, owner = auto.expand(sc, n, knobs)
+    vx = {k: v[owner] for k, v in varied.items()}
+    split, ok, reasons = check_splits(sc, nx, vx, explain)
+    engine, inputs, ok, reasons = Training().group(sc, nx, vx, split, ok, reasons, explain)
+    rows, timed = len(n["tp"]), np.flatnonzero(ok)
+    cols = engine(split.take(timed)) if len(timed) else {}
+    chosen = (auto.pick(owner[timed], cols["fits_in_memory"], cols["tokens_per_s"], rows) if len(timed)
+              else np.full(rows, -1))
+    good = chosen >= 0
+    first = np.searchsorted(owner, np.arange(rows))  # each row's first repeat
+    kept = chosen[good]
+
+    def best(_split) -> dict:
+        return {k: (np.asarray(v)[kept] if np.ndim(v) else v) for k, v in cols.items()}
+
+    def refused(bad) -> dict:
+        mask = np.zeros(len(owner), bool)
+        mask[first[bad]] = True
+        return inputs(mask)
+
+    return good, reasons[first], split.take(np.where(good, timed[np.maximum(chosen, 0)] if len(timed) else first,
+                                                       first)), best, refused
 
 
 def training_inputs(sc, n: dict) -> dict:

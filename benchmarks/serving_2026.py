@@ -1,5 +1,7 @@
-"""Published 2025-2026 serving measurements (docs/research/serving_records_2026.yaml, collected 2026-11-28)
-held against `llmsim estimate --mode serving`: the issue-36 baseline, MoE and dense apart.
+"""Published 2025-2026 serving measurements (llmsim/data/serving_runs_2026.yaml, collected 2026-11-28; in the
+calibration set since issue 36, converted by llmsim/validation/serving_2026.py) held against `llmsim estimate
+--mode serving` record by record, MoE and dense apart, with the p50/p99 spread (`llmsim validate` scores the
+same records metric by metric).
 
     python benchmarks/serving_2026.py           # table and mean errors on stdout
     python benchmarks/serving_2026.py --csv     # one row per record
@@ -16,100 +18,39 @@ tokens/s times O / (I + O) where only the total is published (ATOM's tables).
 from __future__ import annotations
 
 import math
-import re
-from pathlib import Path
 
 import yaml
 from error_table import print_table
 
 from llmsim.engine.errors import DesignError
-from llmsim.spec.engines import ENGINES
 from llmsim.spec.errors import SpecError
 from llmsim.spec.presets import PresetRegistry
 from llmsim.study import records as est
+from llmsim.validation import serving_2026 as s26
+from llmsim.validation.records import Skip, scenario_of
 
-RECORDS = Path(__file__).resolve().parent.parent / "docs" / "research" / "serving_records_2026.yaml"
-# record's accelerator -> (accelerator preset, network preset)
-HARDWARE = {"H100": ("h100-sxm", "dgx-h100"), "H200": ("h200-sxm", "dgx-h200"), "B200": ("b200", "dgx-b200"),
-            "GB200": ("gb200", "gb200-nvl72"), "MI300X": ("mi300x", "mi300x-8"), "MI325X": ("mi325x", "mi325x-8"),
-            "MI355X": ("mi355x", "mi355x-8")}
-# substring of the record's model id (lower case) -> model preset, first match
-MODELS = [("deepseek-r1", "deepseek-r1"), ("deepseek-v3", "deepseek-v3"), ("gpt-oss-120b", "gpt-oss-120b"),
-          ("gpt-oss-20b", "gpt-oss-20b"), ("qwen3-235b", "qwen3-235b-a22b"), ("qwen3-30b", "qwen3-30b-a3b"),
-          ("qwen3-8b", "qwen3-8b"), ("llama-3.3-70b", "llama3-70b"), ("llama-3.1-70b", "llama3-70b"),
-          ("llama-2-70b", "llama2-70b"), ("llama2-70b", "llama2-70b"), ("mixtral-8x7b", "mixtral-8x7b"),
-          ("llama-3.1-8b", "llama3.1-8b")]
 MOE = ("deepseek", "gpt-oss", "qwen3-235b", "qwen3-30b", "mixtral")
-
-
-def _precision(text: str, model: str) -> str | None:
-    t = str(text or "").lower()
-    if "mxfp4" in t and model.startswith("gpt-oss"):
-        return "native"  # MXFP4 experts beside BF16 attention, as released
-    for word, name in (("nvfp4", "fp4"), ("fp4", "fp4"), ("fp8", "fp8"), ("bf16", "bf16"), ("fp16", "bf16")):
-        if word in t:
-            return name
-    return None
-
-
-def scenario_overrides(rec: dict) -> tuple[list[str], list[str]] | None:
-    """(`--set` overrides of the record's scenario, flags), or None when it cannot be modelled."""
-    hw, p, w = rec["hardware"], rec["parallel"], rec["workload"]
-    ident = f"{rec['model'].get('hf_id') or ''} {rec['model'].get('name') or ''}".lower()
-    model = next((preset for key, preset in MODELS if key in ident), None)
-    acc = HARDWARE.get(str(hw.get("accelerator")))
-    conc, rate = w.get("concurrency"), w.get("request_rate_per_s")
-    load = (f"workload.concurrency={conc}" if isinstance(conc, int) else
-            f"workload.request_rate_per_s={rate}" if isinstance(rate, (int, float)) else None)
-    if None in (model, acc, load, p.get("tp"), w.get("isl"), w.get("osl")) or w["osl"] < 2:
-        return None
-    prec = _precision(p.get("weight_precision"), model)
-    if prec is None:
-        return None
-    kv = _precision(p.get("kv_cache_precision"), model)
-    ep = p.get("ep") or 1
-    flags = ["dp-attn"] if p.get("attention_dp") else []
-    adp = ["parallel.attention_dp=true"] if p.get("attention_dp") else []
-    budget = re.search(r"--max-num-batched-tokens[ =](\d+)", str(p.get("flags") or ""))
-    sets = [f"model={model}", f"system.accelerator={acc[0]}", f"system.network={acc[1]}",
-            f"system.num_devices={hw['count']}", f"parallel.tp={p['tp']}", f"parallel.pp={p.get('pp') or 1}",
-            f"parallel.ep={ep}", "workload.mode=serving", f"workload.precision={prec}",
-            *([f"workload.kv_precision={kv}"] if kv not in (None, "native") else []),
-            f"workload.input_len={round(w['isl'])}", f"workload.output_len={round(w['osl'])}", load,
-            # the client's start burst: its requests in all, where the record names them (closed loop)
-            *([f"workload.num_prompts={w['num_prompts']}"] if isinstance(conc, int) and isinstance(
-                w.get("num_prompts"), int) and w["num_prompts"] >= conc else []),
-            *([f"serving.engine={p['engine']}"] if p.get("engine") in ENGINES else []),
-            *([f"serving.max_batch_tokens={budget.group(1)}"] if budget else []), *adp]
-    return sets, flags
-
-
-def _measured(rec: dict) -> dict:
-    m, w = rec.get("metrics") or {}, rec["workload"]
-    out_tps = m.get("output_tokens_per_s")
-    if out_tps is None and m.get("total_tokens_per_s") is not None:
-        out_tps = m["total_tokens_per_s"] * w["osl"] / (w["isl"] + w["osl"])
-    tpot = m.get("tpot_ms_mean") or m.get("itl_ms_mean")
-    return {"tpot": tpot and tpot / 1e3, "ttft": m.get("ttft_ms_mean") and m["ttft_ms_mean"] / 1e3,
-            "throughput": out_tps}
 
 
 def rows() -> list[dict]:
     registry = PresetRegistry()
     out = []
-    for rec in yaml.safe_load(RECORDS.read_text(encoding="utf-8")):
-        conv = scenario_overrides(rec)
-        if conv is None:
-            continue
-        sets, flags = conv
-        row = {"id": rec["id"], "engine": rec["parallel"].get("engine"),
-               "moe": any(k in sets[0] for k in MOE), "flags": " ".join(flags)}
+    for rec in yaml.safe_load(s26.DATA.read_text(encoding="utf-8")):
         try:
-            got = est.record(est.load(None, registry, sets))
+            data, _ = s26.scenario_dict(rec)
+        except Skip:
+            continue
+        flags = ["dp-attn"] if data["parallel"].get("attention_dp") else []
+        row = {"id": rec["id"], "engine": rec["parallel"].get("engine"),
+               "moe": any(k in data["model"] for k in MOE), "flags": " ".join(flags)}
+        try:
+            got = est.record(scenario_of(data, registry))
         except (DesignError, SpecError) as err:
             out.append({**row, "error": str(err).splitlines()[0][:90]})
             continue
-        measured = _measured(rec)
+        m26 = s26.measured_values(rec)  # output tokens/s of the deployment, not per GPU
+        measured = {"tpot": m26["tpot"], "ttft": m26["ttft"],
+                    "throughput": m26["tput"] and m26["tput"] * rec["hardware"]["count"]}
         for key, predicted in (("tpot", got.get("tpot_s")), ("ttft", got.get("ttft_s")),
                                ("throughput", got.get("throughput_tokens_per_s"))):
             row[f"{key}_measured"], row[f"{key}_predicted"] = measured[key], predicted

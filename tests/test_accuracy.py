@@ -43,13 +43,17 @@ def test_every_record_that_converted_at_calibration_still_converts_and_is_predic
     assert set(RECORDED["records"]) <= {c.rec["id"] for c in items}
     pred = fitting.predictions(items, cal.fitted_values())  # NaN where the engine refuses the record
     refused = [c.rec["id"] for c, p in zip(items, pred, strict=True) if not math.isfinite(p)]
-    assert refused == []
+    # a TTFT measured at a Poisson rate llmsim puts past its capacity has no steady state to predict: refused
+    # (the MLPerf Server rows; validate lists them with the rate); any other refusal is a regression
+    poisson_ttft = {c.rec["id"] for c in items if c.rec["category"] == "serving_2026_ttft"
+                    and c.scenario.workload.request_rate_per_s is not None}
+    assert set(refused) <= poisson_ttft
 
 
 def test_calibrate_reproduces_the_shipped_constants(items):
     assert fitting.fit(items) == cal.fitted_values()
-    assert RECORDED["data_sha256"] == {p.name: fitting._sha256(p) for p in (fitting.DATA, fitting.DECODE_DATA,
-                                                                             fitting.SERVING_DATA, fitting.RECIPES)}
+    assert RECORDED["data_sha256"] == {p.name: fitting._sha256(p) for p in (
+        fitting.DATA, fitting.DECODE_DATA, fitting.SERVING_DATA, fitting.SERVING_2026_DATA, fitting.RECIPES)}
 
 
 def test_fitted_constants_lie_within_their_physical_bounds():

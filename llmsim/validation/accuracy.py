@@ -53,10 +53,21 @@ def assess(registry, cross_validate: bool = False, jobs: int = -1) -> Assessment
 
 
 def accuracy_table(a: Assessment) -> list[dict]:
-    """Mean absolute error per mode, then per source and per hardware: in-sample, with defaults and
+    """Mean absolute error per mode, the fitted and the 2025-2026 serving records apart (the latter by
+    metric, MoE and dense apart), then per source and per hardware: in-sample, with defaults and
     cross-validated."""
     out = []
-    groups = [("training", "all", "all", a.training), ("inference", "all", "all", a.inference)]
+    # the inference records the constants are fitted on, and the 2025-2026 serving ones (scored, never
+    # fitted: serving_runs_2026.yaml), the latter also by metric, MoE and dense apart
+    recent = [r for r in a.inference if r.get("record_set") == "serving_2026"]
+    groups = [("training", "all", "all", a.training), ("inference", "all", "all", a.inference),
+              ("inference", "set", "fitted records", [r for r in a.inference if r.get("record_set") != "serving_2026"]),
+              ("inference", "set", "serving 2025-2026", recent)]
+    for metric in sorted({r["metric"] for r in recent}):
+        for arch in ("MoE", "dense"):
+            sel = [r for r in recent if r["metric"] == metric and r["architecture"] == arch]
+            if sel:
+                groups.append(("inference", "serving 2025-2026", f"{metric} {arch}", sel))
     for by in ("source", "hardware"):
         for mode, rows in (("training", a.training), ("inference", a.inference)):
             for value in sorted({r[by] for r in rows}):

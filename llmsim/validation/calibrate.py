@@ -2,7 +2,8 @@
 leave-one-source-out cross-validation, the error llmsim quotes as its accuracy.
 
 The fit is least squares on the log error, log(predicted / measured), of every converted record of the
-calibration set (training throughput, serving throughput and first-token latency alike), within each
+calibration set whose kind is fitted (training throughput, serving throughput and first-token latency
+alike; the 2025-2026 serving records are scored, not fitted: ``runs.SERVING_2026``), within each
 constant's physical bounds (scipy.optimize.least_squares, trust-region reflective), from each constant's
 declared start. The loss is robust (soft L1 beyond ``LOSS_SCALE``): the set holds records whose physics
 llmsim does not model yet (e.g. MoE serving in TensorRT-LLM v0.9), and a squared loss would let them drag
@@ -28,6 +29,7 @@ from llmsim.engine import calibration as cal
 from llmsim.engine.errors import DesignError
 from llmsim.validation.records import DATA, DECODE_DATA, RECIPES, SERVING_DATA
 from llmsim.validation.runs import Case
+from llmsim.validation.serving_2026 import DATA as SERVING_2026_DATA
 
 DIGITS = 4
 FILE_VERSION = 1
@@ -76,10 +78,11 @@ def _round(x: float) -> float:
 
 
 def fit(items: list[Case], start: dict[str, float] | None = None) -> dict[str, float]:
-    """Least-squares fit of the FITTED constants on the log error of ``items``, from ``start`` (default:
-    each constant's declared start)."""
+    """Least-squares fit of the FITTED constants on the log error of the ``items`` whose kind is fitted
+    (``runs.Kind.fitted``), from ``start`` (default: each constant's declared start)."""
     from scipy.optimize import least_squares
 
+    items = [c for c in items if c.kind.fitted]
     names = list(cal.FITTED)
     lo = np.array([cal.FITTED[n].low for n in names])
     hi = np.array([cal.FITTED[n].high for n in names])
@@ -110,22 +113,29 @@ def _fold(items: list[Case], source: str, start: dict[str, float] | None) -> tup
     return source, values, predictions(held, values).tolist()
 
 
-def cross_validate(items: list[Case], jobs: int = -1,
-                   starts: dict[str, dict[str, float]] | None = None) -> tuple[np.ndarray, dict]:
+def cross_validate(items: list[Case], jobs: int = -1, starts: dict[str, dict[str, float]] | None = None,
+                   full: dict[str, float] | None = None) -> tuple[np.ndarray, dict]:
     """Leave-one-source-out: (each case's prediction by the fit that did not see its source, the
     constants of each fold). Every fold starts from the declared starts, or from ``starts[source]`` where
     given: a fold's own earlier constants (as recorded in the calibration file), which also never saw the
     source, so a refit from them converges in a few steps when nothing changed and is still a refit when
-    something did."""
+    something did. A source with no fitted record is predicted by the ``full`` fit (default: the shipped
+    constants), which never saw it either."""
     from joblib import Parallel, delayed
 
-    sources = sorted({c.source for c in items})
+    sources = sorted({c.source for c in items if c.kind.fitted})
     folds = Parallel(n_jobs=jobs)(delayed(_fold)(items, s, (starts or {}).get(s)) for s in sources)
+    full = full or {n: getattr(cal, n) for n in cal.FITTED}
+    scored = [c for c in items if c.source not in sources]
+    if scored:
+        folds.append((None, full, predictions(scored, full).tolist()))
     pred = np.full(len(items), np.nan)
-    for source, _, held in folds:
+    for source, _, held in folds[:len(sources)]:
         idx = [i for i, c in enumerate(items) if c.source == source]
         pred[idx] = held
-    return pred, {source: values for source, values, _ in folds}
+    if scored:
+        pred[[i for i, c in enumerate(items) if c.source not in sources]] = folds[-1][2]
+    return pred, {source: values for source, values, _ in folds[:len(sources)]}
 
 
 def errors_by(items: list[Case], pred: np.ndarray, key) -> dict[str, float]:
@@ -146,7 +156,7 @@ def calibrate(items: list[Case], jobs: int = -1) -> dict:
     and the provenance (data hashes, the records used)."""
     values = fit(items)
     fitted = predictions(items, values)
-    cv, folds = cross_validate(items, jobs)
+    cv, folds = cross_validate(items, jobs, full=values)
     mode = lambda c: c.kind.name
     return {
         "version": FILE_VERSION,
@@ -154,7 +164,7 @@ def calibrate(items: list[Case], jobs: int = -1) -> dict:
         "method": "least squares on log(predicted / measured) over every converted record, constants "
                   f"within their bounds, rounded to {DIGITS} significant digits; cross-validation leaves one "
                   "source out and refits (llmsim/validation/calibrate.py)",
-        "data_sha256": {p.name: _sha256(p) for p in (DATA, DECODE_DATA, SERVING_DATA, RECIPES)},
+        "data_sha256": {p.name: _sha256(p) for p in (DATA, DECODE_DATA, SERVING_DATA, SERVING_2026_DATA, RECIPES)},
         "constants": values,
         "bounds": {n: [f.low, f.high] for n, f in cal.FITTED.items()},
         "records": [c.rec["id"] for c in items],

@@ -73,6 +73,12 @@ GEMM_TILE_COLS = 128
 # per kernel class
 # (`python benchmarks/kernels/fit_gemm_shape.py`, data benchmarks/kernels/h200/).
 GEMM_FIXED_S = 4.0e-6
+# Host time of one kernel launched from PyTorch eager (the Python call, the dispatcher, the CUDA launch): 2,000
+# element-wise adds back to back take 24.8 ms of wall time whatever their size (1 K or 1 M elements: 12.38 and
+# 12.30 us a kernel), against 1.13-2.21 us a node when the same kernels replay from a CUDA graph (H200 SXM,
+# PyTorch 2.11, `benchmarks/kernels/measure_gpu.py`, benchmarks/kernels/h200/launch.csv). A training step
+# launched this way is host-bound wherever its kernels run shorter than their launches (engine/layer_times.py).
+EAGER_LAUNCH_S = 12.4e-6
 GEMM_BLEND_POWER = 2.6
 # The weight gradient of a grouped expert GEMM reduces over each expert's M rows (its tokens): each N x K
 # output tile's loads, stores and pipeline fill cost as much as this many rows of reduction. Least squares over

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from llmsim.engine import calibration as cal
 from llmsim.engine.columns import on_distinct
 from llmsim.engine.compute import Op, embedding_ops, expert_gemm_rate, head_ops, kernel_time, layer_ops
 from llmsim.engine.memory import recompute_modules
@@ -34,14 +35,29 @@ def _recomputed(op: Op, modules: frozenset[str]) -> bool:
 
 
 def _pass_time(ops: list[Op], sc: Scenario):
-    """(forward, backward, core attention's forward, forward of what the recompute setting runs again)."""
+    """(forward, backward, core attention's forward, forward of what the recompute setting runs again).
+    Launched eagerly (``parallel.cuda_graphs: false``) a pass takes at least its launches' host time
+    (``host_bound``)."""
     acc, prec, kern = sc.accelerator, sc.workload.precision, sc.parallel.attention_kernel
     fwd = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops)
     bwd = sum(kernel_time(op, acc, prec, kern, backward=True) * op.count for op in ops)
     attn_fwd = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops if op.core_attention)
     modules = recompute_modules(sc.parallel.recompute)
     again = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops if _recomputed(op, modules))
-    return fwd, bwd, attn_fwd, again
+    if sc.parallel.cuda_graphs:
+        return fwd, bwd, attn_fwd, again
+    launches = sum(op.kernels * op.count for op in ops)
+    relaunched = sum(op.kernels * op.count for op in ops if _recomputed(op, modules))
+    return (host_bound(fwd, launches), host_bound(bwd, 2 * launches), attn_fwd,
+            host_bound(again, relaunched))
+
+
+def host_bound(gpu_s, launches):
+    """Wall time of a pass of ``launches`` kernels launched one by one from PyTorch eager that keep the GPU
+    busy for ``gpu_s``: the host enqueues ahead of the GPU while it can, so the pass takes the longer of the
+    two, the GPU's time or the launches' (``EAGER_LAUNCH_S`` each; a backward launches two kernels per
+    forward one, the input and the weight gradient). Between passes nothing waits: the host runs ahead."""
+    return np.maximum(gpu_s, launches * cal.EAGER_LAUNCH_S)
 
 
 def layer_operators(sc: Scenario, b, tp, cp, ep, etp=None) -> tuple[list[Op], list[Op]]:

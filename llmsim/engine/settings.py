@@ -64,6 +64,12 @@ class Parallel:
         "with every head and caches only their keys and values; the MLP and expert layers run on all the ranks' "
         "tokens (gathered before, reduce-scattered after)",
         "SGLang --enable-dp-attention (python/sglang/srt/layers/dp_attention.py); TensorRT-LLM enable_attention_dp")
+    cuda_graphs: bool = setting(
+        True, "training on GPUs: the step's kernels replayed from CUDA graphs (their launches hidden), or false: "
+        "launched one by one from PyTorch eager, 12.4 us of host time each, so a layer whose kernels run "
+        "shorter than their launches waits for the host (Megatron-Core and TorchTitan launch eagerly unless told)",
+        "benchmarks/kernels/h200/launch.csv (measured eager launch); Megatron-Core --cuda-graph-impl",
+        record_choice=True)
     tp_comm_overlap: bool = setting(False, "TP collectives overlapped with the GEMMs beside them",
                                     "Transformer Engine userbuffers (Megatron-Core --tp-comm-overlap)",
                                     record_choice=True)

@@ -34,6 +34,9 @@ def _row(model, acc, net, n, prec, tp, pp, ep, vp, mbs, gbs, recompute, extra=()
 
 DSV3, QWEN3, BF16M = "deepseek-v3", "qwen3-235b-a22b", ["parallel.optimizer_states=bf16"]
 SPLIT_HEAD = ["parallel.pipeline_embedding_stage=true", "parallel.pipeline_loss_stage=true"]
+# kernels launched from PyTorch eager (graphs over the router alone count as none: its two kernels); graphs
+# over each layer's attention and router (Transformer Engine, Megatron-Core's dropless-MoE scope)
+EAGER, ATTN_GRAPHS = ["parallel.cuda_graphs=none"], ["parallel.cuda_graphs=attention"]
 # (label, table, measured tokens/s/GPU, --set overrides, the all-to-all overlap the run used, its settings)
 RUNS = [
     ("Qwen3-235B-A22B, 256 H100, FP8-CS", "25.11", 1575,
@@ -55,13 +58,13 @@ RUNS = [
     # 25.11 (v0.2.0 = 7af9601c, configs/qwen3/workload_base_configs.py): the alltoall dispatcher (HybridEP on
     # GB), Transformer Engine graphs over the router only or none, the op fuser off; the table's MBS and VP
     ("Qwen3-30B-A3B, 8 B200, MXFP8", "25.11", 9299,
-     _row("qwen3-30b-a3b", "b200", "dgx-b200", 8, "fp8", 1, 1, 8, 1, 1, 512, "none"),
+     _row("qwen3-30b-a3b", "b200", "dgx-b200", 8, "fp8", 1, 1, 8, 1, 1, 512, "none", EAGER),
      "none", "no recompute; alltoall, no overlap; graphs over the router only"),
     ("Qwen3-30B-A3B, 16 H100, FP8-CS", "25.11", 5275,
-     _row("qwen3-30b-a3b", "h100-sxm", "dgx-h100", 16, "fp8", 1, 2, 8, 24, 2, 512, "none"),
+     _row("qwen3-30b-a3b", "h100-sxm", "dgx-h100", 16, "fp8", 1, 2, 8, 24, 2, 512, "none", EAGER),
      "batch", "no recompute; alltoall, a2a overlap; no CUDA graphs"),
     ("Qwen3-30B-A3B, 8 GB200, MXFP8", "25.11", 23766,
-     _row("qwen3-30b-a3b", "gb200", "gb200-nvl72", 8, "fp8", 1, 1, 8, 1, 4, 512, "none"),
+     _row("qwen3-30b-a3b", "gb200", "gb200-nvl72", 8, "fp8", 1, 1, 8, 1, 4, 512, "none", EAGER),
      "none", "no recompute; HybridEP, no overlap; graphs over the router only"),
     # 26.08 (v0.6.0 = 51885cf13, src/megatron/bridge/perf_recipes/<family>/<gpu>/): every row one CUDA graph of
     # the whole iteration, HybridEP with the all-to-all under the other microbatch, fused grouped MLP (CuTeDSL),
@@ -95,7 +98,7 @@ RUNS = [
 
 # NVIDIA's Megatron Core MoE report (arXiv 2603.07685, Table 11 with the options of Appendix B, Megatron
 # Core v0.16, force-balanced, sequence 4,096): HybridEP on GB200/GB300, DeepEP on H100, CUDA graphs over
-# attention and the router on Blackwell, MXFP8 on Blackwell and blockwise FP8 on H100. DeepSeek-V3 uses
+# attention and the router on Blackwell (cuda_graphs: attention; none on H100), MXFP8 on Blackwell and blockwise FP8 on H100. DeepSeek-V3 uses
 # bf16 optimizer moments (precision-aware optimizer, sec. 4.1). The H100 DeepSeek-V3 row follows Table 17
 # (TP2 PP8 and its four recompute modules; Table 20 gives PP4).
 REPORT = [
@@ -123,7 +126,8 @@ def report_table(registry) -> None:
     print("\n| run (Megatron Core report, Table 11) | measured tokens/s/GPU | llmsim | fits |")
     print("| --- | --- | --- | --- |")
     for label, measured, sets, overlap in REPORT:
-        sc = est.load(None, registry, sets + ["workload.seq_len=4096", f"parallel.moe_comm_overlap={overlap}"])
+        graphs = EAGER if "system.accelerator=h100-sxm" in sets else ATTN_GRAPHS  # graphs on Blackwell only
+        sc = est.load(None, registry, sets + graphs + ["workload.seq_len=4096", f"parallel.moe_comm_overlap={overlap}"])
         out = estimate_training(sc)
         got = out["tokens_per_s_per_device"]
         print(f"| {label} | {measured:,} | {got:,.0f} ({100 * (got / measured - 1):+.0f}%) "

@@ -34,22 +34,43 @@ def _recomputed(op: Op, modules: frozenset[str]) -> bool:
         op.name in RECOMPUTED_OPS[x] for x in modules if x != "core_attn")
 
 
-def _pass_time(ops: list[Op], sc: Scenario):
+def _pass_time(ops: list[Op], sc: Scenario, synced=False):
     """(forward, backward, core attention's forward, forward of what the recompute setting runs again).
-    Launched eagerly (``parallel.cuda_graphs: false``) a pass takes at least its launches' host time
-    (``host_bound``)."""
+    With kernels launched eagerly (``parallel.cuda_graphs`` none, or attention: those outside the graphed
+    scope) a pass takes at least its launches' host time (``host_bound``); where ``synced`` (a mask over the
+    rows: a MoE layer whose dispatcher waits for the device's token counts) the forward is two such passes,
+    before and after the wait."""
     acc, prec, kern = sc.accelerator, sc.workload.precision, sc.parallel.attention_kernel
-    fwd = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops)
+    fwd_of = lambda sel: sum(kernel_time(op, acc, prec, kern) * op.count for op in ops if sel(op))
+    fwd = fwd_of(lambda op: True)
     bwd = sum(kernel_time(op, acc, prec, kern, backward=True) * op.count for op in ops)
-    attn_fwd = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops if op.core_attention)
+    attn_fwd = fwd_of(lambda op: op.core_attention)
     modules = recompute_modules(sc.parallel.recompute)
-    again = sum(kernel_time(op, acc, prec, kern) * op.count for op in ops if _recomputed(op, modules))
-    if sc.parallel.cuda_graphs:
+    again = fwd_of(lambda op: _recomputed(op, modules))
+    graphs = sc.parallel.cuda_graphs
+    if graphs == "full":
         return fwd, bwd, attn_fwd, again
-    launches = sum(op.kernels * op.count for op in ops)
-    relaunched = sum(op.kernels * op.count for op in ops if _recomputed(op, modules))
-    return (host_bound(fwd, launches), host_bound(bwd, 2 * launches), attn_fwd,
-            host_bound(again, relaunched))
+    eager = lambda op: graphs == "none" or not op.name.startswith(ATTENTION_GRAPH_SCOPE)
+    launches = lambda sel: sum(op.kernels * op.count for op in ops if sel(op) and eager(op))
+    after = lambda op: op.name.startswith(AFTER_DISPATCH_SYNC)
+    before = lambda op: not after(op)
+    split = host_bound(fwd_of(before), launches(before)) + host_bound(fwd_of(after), launches(after))
+    whole = host_bound(fwd, launches(lambda op: True))
+    return (np.where(synced, split, whole), host_bound(bwd, 2 * launches(lambda op: True)), attn_fwd,
+            host_bound(again, launches(lambda op: _recomputed(op, modules))))
+
+
+# The operators Transformer Engine's per-layer CUDA graphs capture under Megatron-Core's scope for dropless MoE
+# (--cuda-graph-modules attn moe_router moe_preprocess; megatron/core/transformer/moe/README.md, "CPU Overhead
+# Bottleneck"): the attention block and the router; the pre-MLP norm, the MLP or the experts and the token
+# dispatch run eagerly (dynamic shapes)
+ATTENTION_GRAPH_SCOPE = ("attn_", "qkv_proj", "q_", "kv_", "attention", "out_proj", "router")
+# The operators of a MoE layer that Megatron-Core's dropless all-to-all dispatcher launches only after its one
+# blocking device-to-host sync of a forward (the token counts the all-to-all's split sizes need, placed
+# before the expert-parallel all-to-all: MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize,
+# megatron/core/transformer/moe/token_dispatcher.py, NVIDIA/Megatron-LM d98e8a6); the backward reuses the
+# sizes on the host and never waits
+AFTER_DISPATCH_SYNC = ("experts_", "unpermute", "shared_", "mlp_residual")
 
 
 def host_bound(gpu_s, launches):
@@ -117,7 +138,10 @@ def _layer_times(sc: Scenario, b, tp, cp, ep, etp) -> LayerTimes:
     s = w.seq_len
     dense_frac = 1 - m.moe_layer_share
     dense, moe = layer_operators(sc, b, tp, cp, ep, etp)
-    (f_d, b_d, a_d, r_d), (f_m, b_m, a_m, r_m) = _pass_time(dense, sc), _pass_time(moe, sc)
+    # the dropless all-to-all dispatcher syncs once a forward where experts or tokens move between ranks
+    synced = (m.moe is not None and sc.parallel.moe_dispatch == "permute") & ((np.asarray(ep) > 1)
+                                                                               | (np.asarray(tp) > 1))
+    (f_d, b_d, a_d, r_d), (f_m, b_m, a_m, r_m) = _pass_time(dense, sc), _pass_time(moe, sc, synced)
     head_f, head_b, _, _ = _pass_time(head_ops(m, b, s, tp, cp, w.precision), sc)
     emb_f, emb_b, _, _ = _pass_time(embedding_ops(m, b, s, tp, cp), sc)
     mix = lambda d, x: dense_frac * d + (1 - dense_frac) * x

@@ -64,11 +64,13 @@ class Parallel:
         "with every head and caches only their keys and values; the MLP and expert layers run on all the ranks' "
         "tokens (gathered before, reduce-scattered after)",
         "SGLang --enable-dp-attention (python/sglang/srt/layers/dp_attention.py); TensorRT-LLM enable_attention_dp")
-    cuda_graphs: bool = setting(
-        True, "training on GPUs: the step's kernels replayed from CUDA graphs (their launches hidden), or false: "
-        "launched one by one from PyTorch eager, 12.4 us of host time each, so a layer whose kernels run "
-        "shorter than their launches waits for the host (Megatron-Core and TorchTitan launch eagerly unless told)",
-        "benchmarks/kernels/h200/launch.csv (measured eager launch); Megatron-Core --cuda-graph-impl",
+    cuda_graphs: Literal["full", "attention", "none"] = setting(
+        "full", "training on GPUs: the kernels replayed from CUDA graphs, their launches hidden: the whole step "
+        "(full), each layer's attention and router only (attention: Transformer Engine graphs, the MLP, experts "
+        "and dispatch launched eagerly), or none: every kernel launched from PyTorch eager at 12.4 us of host "
+        "time, so a pass whose kernels run shorter than their launches waits for the host",
+        "benchmarks/kernels/h200/launch.csv (measured eager launch); Megatron-Core --cuda-graph-impl "
+        "full_iteration | transformer_engine --cuda-graph-modules attn moe_router moe_preprocess",
         record_choice=True)
     tp_comm_overlap: bool = setting(False, "TP collectives overlapped with the GEMMs beside them",
                                     "Transformer Engine userbuffers (Megatron-Core --tp-comm-overlap)",

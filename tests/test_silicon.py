@@ -135,3 +135,25 @@ def test_graphics_memory_is_priced_on_the_board_not_on_an_interposer():
 
     out = accelerator_cost(PresetRegistry([]).get("accelerators", "l40s"))
     assert out["hbm_usd"] == pytest.approx(48 * 3.4) and out["package"] == "organic"
+
+
+def test_every_bundled_accelerator_costs_or_lacks_only_its_die_data(registry):
+    # issue 39: spelling must never be the reason (mi325x's memory is "HBM3E" where the table says "HBM3e";
+    # tpu-v4's node is "7 nm" where the table says "7nm"); a part whose die area or node is unpublished is
+    # refused with that reason
+    from llmsim.spec.cost import logic_node
+
+    assert logic_node("7 nm", "test")[0] == "n7" and logic_node("TSMC  4NP", "test")[0] == "n5"
+    refused = []
+    for name in registry.names("accelerators"):
+        spec = registry.get("accelerators", name)
+        try:
+            assert accelerator_cost(spec)["device_cost_usd"] > 0, name
+        except SpecError as err:
+            assert "needs die_area_mm2 and process_node" in str(err), (name, str(err))
+            refused.append(name)
+    mi325x = registry.get("accelerators", "mi325x")
+    assert mi325x.hbm_generation == "HBM3E"
+    spelled = mi325x.model_copy(update={"hbm_generation": "HBM3e"})
+    assert accelerator_cost(mi325x)["device_cost_usd"] == accelerator_cost(spelled)["device_cost_usd"]
+    assert "tpu-v4" not in refused and "mi325x" not in refused

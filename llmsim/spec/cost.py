@@ -24,9 +24,10 @@ def technology(kind: str) -> dict:
 def logic_node(name: str, where: str) -> tuple[str, dict]:
     """The logic node a process name (``n5``, ``TSMC 4N``, ...) denotes."""
     nodes = technology("logic")
-    key = name.strip()
+    spelled = lambda text: "".join(str(text).split()).lower()  # "7 nm", "7nm" and "7NM" name one node
+    key = spelled(name)
     for node, row in nodes.items():
-        if key.lower() == node or key.lower() in (a.lower() for a in row.get("aliases", [])):
+        if key == node or key in (spelled(a) for a in row.get("aliases", [])):
             return node, row
     raise SpecError(f"{where}: unknown process node {name!r}; known: {', '.join(nodes)} (or their aliases)")
 
@@ -60,7 +61,8 @@ def accelerator_cost(a: AcceleratorSpec, model: str = "negative-binomial", volum
                                 f"(presets/technology/logic.yaml design_nre_usd); nodes with one: {', '.join(known)}")
     stacks = a.hbm_stacks or 0
     mem = technology("memory")
-    gen = a.hbm_generation
+    # the memory table's own spelling of the generation ("HBM3E" and "HBM3e" are one part)
+    gen = next((k for k in mem if str(k).lower() == str(a.hbm_generation).lower()), a.hbm_generation)
     board = str(gen).upper().startswith("GDDR")  # graphics DRAM: chips on the board, priced, not packaged
     if (stacks or board) and gen not in mem:
         raise SpecError(f"accelerator {a.name}: hbm_generation {gen!r} has no cost entry; known: {', '.join(mem)}")

@@ -80,3 +80,41 @@ def test_the_step_of_an_eager_small_model_is_slower_and_never_faster(registry):
     slow = estimate_training(load(None, registry, [*SMALL, "parallel.cuda_graphs=none"]))
     # 8 microbatches x 16 layers x (64 + 127 us) of launches beyond the GPU time: ~24 ms more a step
     assert slow["step_time_s"] - fast["step_time_s"] == pytest.approx(0.0244, rel=0.1)
+
+
+def test_a_dropless_moe_layer_waits_even_without_expert_parallelism(registry):
+    # ep 1, tp 1: Megatron-Core's dispatcher still copies the token counts to the host before the grouped GEMM
+    # (sync point "before_finish"), so the eager forward is two passes as at ep 8; with drop-and-pad (a
+    # capacity factor) it never waits and the forward is one pass: max(GPU, all launches)
+    base = ["model=qwen3-30b-a3b", "system.accelerator=h100-sxm", "system.network=dgx-h100", "system.num_devices=8",
+            "parallel.tp=1", "parallel.pp=1", "parallel.ep=1", "workload.seq_len=2048",
+            "workload.global_batch_size=64", "workload.precision=fp8"]
+    one = np.array([1])
+    got = {}
+    for name, extra in (("dropless", []), ("capacity", ["model.moe.capacity_factor=1.25"])):
+        sc = load(None, registry, [*base, *extra, "parallel.cuda_graphs=none"])
+        full = load(None, registry, [*base, *extra, "parallel.cuda_graphs=full"])
+        got[name] = (layer_times(sc, one, one, one, one, one), layer_times(full, one, one, one, one, one))
+    # 128 local experts, 2,048 tokens: 2 x 128 expert GEMMs + 16 other kernels = 272 launches, 3.37 ms, so the
+    # backward (2 x 3.37 ms of launches over 4.1 ms of GPU time) is host-bound and half of it is the forward's
+    # launches; the forward's GPU time is 2.0 ms
+    eager, graphs = got["dropless"]
+    launches = eager.moe_backward_s[0] / 2
+    assert launches == pytest.approx(272 * 12.4e-6, rel=1e-9)
+    # the wait: attention and router (GPU-bound before it) cannot hide the experts' launches after it
+    assert eager.moe_forward_s[0] > max(graphs.moe_forward_s[0], launches) * (1 + 1e-6)
+    eager_c, graphs_c = got["capacity"]
+    launches = eager_c.moe_backward_s[0] / 2
+    assert eager_c.moe_forward_s[0] == pytest.approx(max(graphs_c.moe_forward_s[0], launches), rel=1e-9)
+
+
+def test_graph_settings_are_for_gpus_and_auto_errors_name_the_key():
+    from conftest import run_cli
+
+    r = run_cli("estimate", "--accelerator", "tpu-v5p", "--set", "system.network=tpu-v5p-pod", "--devices", "64",
+                "--set", "parallel.cuda_graphs=none")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "allowed: full" in r.stderr
+    # no auto microbatch can repair an impossible split: one line naming the key, exit 2 (no traceback)
+    r = run_cli("estimate", "--model", "llama3-8b", "--devices", "16", "--tp", "3", "--pp", "2",
+                "--global-batch-size", "64", "--microbatch-size", "auto")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr

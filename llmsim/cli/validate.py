@@ -106,7 +106,7 @@ def calibrate_cmd(
     err = content["error"]
     for name, v in content["constants"].items():
         typer.echo(f"{name} = {v:g}")
-    for mode in ("training", "inference"):
+    for mode in err["in_sample"]:
         typer.echo(f"{mode}: in-sample MAE {100 * err['in_sample'][mode]:.1f}%, cross-validated "
                    f"{100 * err['cross_validated'][mode]:.1f}%")
     sys.stderr.write(f"llmsim calibrate: wrote {target}\n")

@@ -50,7 +50,7 @@ def _pass_time(ops: list[Op], sc: Scenario, synced=False):
     graphs = sc.parallel.cuda_graphs
     if graphs == "full":
         return fwd, bwd, attn_fwd, again
-    eager = lambda op: graphs == "none" or not op.name.startswith(ATTENTION_GRAPH_SCOPE)
+    eager = lambda op: graphs == "none" or not (op.core_attention or op.name.startswith(ATTENTION_GRAPH_SCOPE))
     launches = lambda sel: sum(op.kernels * op.count for op in ops if sel(op) and eager(op))
     after = lambda op: op.name.startswith(AFTER_DISPATCH_SYNC)
     before = lambda op: not after(op)
@@ -63,13 +63,13 @@ def _pass_time(ops: list[Op], sc: Scenario, synced=False):
 # The operators Transformer Engine's per-layer CUDA graphs capture under Megatron-Core's scope for dropless MoE
 # (--cuda-graph-modules attn moe_router moe_preprocess; megatron/core/transformer/moe/README.md, "CPU Overhead
 # Bottleneck"): the attention block and the router; the pre-MLP norm, the MLP or the experts and the token
-# dispatch run eagerly (dynamic shapes)
+# dispatch run eagerly (dynamic shapes); every core-attention op (op.core_attention) is in the scope too
 ATTENTION_GRAPH_SCOPE = ("attn_", "qkv_proj", "q_", "kv_", "attention", "out_proj", "router")
 # The operators of a MoE layer that Megatron-Core's dropless all-to-all dispatcher launches only after its one
-# blocking device-to-host sync of a forward (the token counts the all-to-all's split sizes need, placed
-# before the expert-parallel all-to-all: MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize,
-# megatron/core/transformer/moe/token_dispatcher.py, NVIDIA/Megatron-LM d98e8a6); the backward reuses the
-# sizes on the host and never waits
+# blocking device-to-host sync of a forward (the token counts the all-to-all's split sizes and the grouped
+# GEMM need: before the expert-parallel all-to-all, or before the layer's end without ep or expert tp;
+# MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize, megatron/core/transformer/moe/token_dispatcher.py,
+# NVIDIA/Megatron-LM d98e8a6; none with drop-and-pad); the backward reuses the sizes on the host and never waits
 AFTER_DISPATCH_SYNC = ("experts_", "unpermute", "shared_", "mlp_residual")
 
 
@@ -138,9 +138,9 @@ def _layer_times(sc: Scenario, b, tp, cp, ep, etp) -> LayerTimes:
     s = w.seq_len
     dense_frac = 1 - m.moe_layer_share
     dense, moe = layer_operators(sc, b, tp, cp, ep, etp)
-    # the dropless all-to-all dispatcher syncs once a forward where experts or tokens move between ranks
-    synced = (m.moe is not None and sc.parallel.moe_dispatch == "permute") & ((np.asarray(ep) > 1)
-                                                                               | (np.asarray(tp) > 1))
+    # a dropless MoE layer waits once a forward for its token counts (whatever its ep and tp: with neither,
+    # before its grouped GEMM); dropping to a capacity with padding never waits
+    synced = m.moe is not None and sc.parallel.moe_dispatch == "permute" and m.moe.capacity_factor is None
     (f_d, b_d, a_d, r_d), (f_m, b_m, a_m, r_m) = _pass_time(dense, sc), _pass_time(moe, sc, synced)
     head_f, head_b, _, _ = _pass_time(head_ops(m, b, s, tp, cp, w.precision), sc)
     emb_f, emb_b, _, _ = _pass_time(embedding_ops(m, b, s, tp, cp), sc)

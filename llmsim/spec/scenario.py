@@ -287,6 +287,10 @@ class ScenarioSpec(Strict):
         if kernel != "auto" and measured and kernel not in measured:
             raise ValueError(f"parallel.attention_kernel '{kernel}' has no measurement for accelerator "
                              f"'{acc.name}'; allowed: auto, {', '.join(measured)}")
+        if self.parallel.cuda_graphs != "full" and acc.vendor not in ("NVIDIA", "AMD"):
+            raise ValueError(f"parallel.cuda_graphs {self.parallel.cuda_graphs} models PyTorch's kernel launches on "
+                             f"a GPU; accelerator '{acc.name}' ({acc.vendor or 'no vendor'}) runs compiled steps; "
+                             "allowed: full")
         if self.parallel.moe_gemm_kernel == "sm80" and acc.sm80_matmul_fraction is None:
             raise ValueError(f"parallel.moe_gemm_kernel sm80 has no measured rate on accelerator '{acc.name}' "
                              "(its preset has no sm80_matmul_fraction); allowed: native")

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from llmsim.engine.errors import DesignError
-from llmsim.validation.runs import Case, cases
+from llmsim.validation.runs import Case, cases, forget_serving_rows
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ def assess(registry, cross_validate: bool = False, jobs: int = -1) -> Assessment
     """Rows of every converted record (``runs.Case.row`` plus ``rel_error_defaults`` and, with
     ``cross_validate``, ``cv_predicted`` and ``cv_rel_error``)."""
     items, skipped = cases(registry)
+    forget_serving_rows()
     kept: list[Case] = []
     rows = []
     for c in items:
@@ -52,6 +53,9 @@ def assess(registry, cross_validate: bool = False, jobs: int = -1) -> Assessment
     return Assessment(train, infer, skipped, cross_validate)
 
 
+METRIC_LABELS = {"tpot_s": "TPOT", "ttft_s": "TTFT", "throughput_tokens_per_s_per_device": "output tok/s/GPU"}
+
+
 def accuracy_table(a: Assessment) -> list[dict]:
     """Mean absolute error per mode, the fitted and the 2025-2026 serving records apart (the latter by
     metric, MoE and dense apart), then per source and per hardware: in-sample, with defaults and
@@ -63,11 +67,11 @@ def accuracy_table(a: Assessment) -> list[dict]:
     groups = [("training", "all", "all", a.training), ("inference", "all", "all", a.inference),
               ("inference", "set", "fitted records", [r for r in a.inference if r.get("record_set") != "serving_2026"]),
               ("inference", "set", "serving 2025-2026", recent)]
-    for metric in sorted({r["metric"] for r in recent}):
+    for metric, label in METRIC_LABELS.items():
         for arch in ("MoE", "dense"):
             sel = [r for r in recent if r["metric"] == metric and r["architecture"] == arch]
             if sel:
-                groups.append(("inference", "serving 2025-2026", f"{metric} {arch}", sel))
+                groups.append(("inference", "serving 2025-2026", f"{label} {arch}", sel))
     for by in ("source", "hardware"):
         for mode, rows in (("training", a.training), ("inference", a.inference)):
             for value in sorted({r[by] for r in rows}):

@@ -28,7 +28,7 @@ from llmsim.atomic import atomic_file
 from llmsim.engine import calibration as cal
 from llmsim.engine.errors import DesignError
 from llmsim.validation.records import DATA, DECODE_DATA, RECIPES, SERVING_DATA
-from llmsim.validation.runs import Case
+from llmsim.validation.runs import Case, forget_serving_rows
 from llmsim.validation.serving_2026 import DATA as SERVING_2026_DATA
 
 DIGITS = 4
@@ -65,6 +65,7 @@ def predictions(items: list[Case], values: dict[str, float]) -> np.ndarray:
     """Predicted value of each case with the fitted constants at ``values`` (NaN where refused)."""
     out = np.full(len(items), np.nan)
     with constants(values):
+        forget_serving_rows()
         for i, c in enumerate(items):
             try:
                 out[i] = c.kind.estimate(c.scenario)[c.kind.predicted]
@@ -138,6 +139,15 @@ def cross_validate(items: list[Case], jobs: int = -1, starts: dict[str, dict[str
     return pred, {source: values for source, values, _ in folds[:len(sources)]}
 
 
+SCORED = "serving 2025-2026 (scored, not fitted)"
+
+
+def group_of(c: Case) -> str:
+    """The error group a case is reported and guarded in: its mode, or ``SCORED`` for a record that is
+    scored but never fitted (its error is out of sample and must not dilute the fitted records')."""
+    return c.kind.name if c.kind.fitted else SCORED
+
+
 def errors_by(items: list[Case], pred: np.ndarray, key) -> dict[str, float]:
     """Mean absolute error per value of ``key(case)``."""
     out = {}
@@ -157,7 +167,7 @@ def calibrate(items: list[Case], jobs: int = -1) -> dict:
     values = fit(items)
     fitted = predictions(items, values)
     cv, folds = cross_validate(items, jobs, full=values)
-    mode = lambda c: c.kind.name
+    mode = group_of
     return {
         "version": FILE_VERSION,
         "date": datetime.date.today().isoformat(),

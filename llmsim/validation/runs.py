@@ -79,7 +79,13 @@ SERVING = tuple(Kind("inference", (f"serving_closed_loop_{key}",), inference.ser
 
 
 
-_ROWS: dict = {}  # (id of a scenario, fitted constants) -> (the scenario, its serving row)
+_ROWS: dict = {}  # (id of a scenario, fitted constants) -> (the scenario, its serving row), within one pass
+
+
+def forget_serving_rows() -> None:
+    """Empty ``_estimate_serving_point``'s memo: each pass over the records (``calibrate.predictions``)
+    starts afresh, so no row outlives a change of the engine's constants or functions between passes."""
+    _ROWS.clear()
 
 
 def _estimate_serving_point(sc) -> dict:

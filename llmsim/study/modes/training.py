@@ -82,7 +82,8 @@ def resolve_auto(sc):
     ok, _, split, engine, _ = best_of_auto(sc, n, {}, tuple(k for k in KNOBS if k in choices), True)
     if not ok[0]:  # no combination is a valid split: the first's reason (microbatch 1, no interleaving)
         _, _, why = split_arrays(ones, n)
-        raise DesignError(*why[0])
+        message, path = why[0]
+        raise DesignError(message, path=path)
     best = engine(split)
     return dataclasses.replace(sc, parallel=dataclasses.replace(sc.parallel, **{
         k: int(best[k][0]) for k in choices}))

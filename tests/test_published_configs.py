@@ -36,14 +36,14 @@ def test_estimate_says_which_interleaving_it_picked():
     assert "virtual_stages auto -> " in r.stderr and "(the fastest that fits of 1, 2, 4, 8)" in r.stderr
 
 
-def _sweep_csv(tmp_path, parallel: str, grid: str):
+def _sweep_csv(tmp_path, parallel: str, grid: str, extra: str = ""):
     import pandas as pd
 
     spec = tmp_path / f"s{len(list(tmp_path.iterdir()))}.yaml"
     spec.write_text("base:\n  model: llama3-8b\n  system: {accelerator: h100-sxm, num_devices: 16, network: dgx-h100}\n"
                     f"  parallel: {{{parallel}}}\n"
                     "  workload: {mode: training, precision: bf16, seq_len: 4096, global_batch_size: 64}\n"
-                    f"grid:\n{grid}keep: all\n")
+                    f"grid:\n{grid}{extra}keep: all\n")
     out = tmp_path / (spec.stem + ".csv")
     r = run_cli("sweep", str(spec), "--quiet", "--jobs", "1", "-o", str(out))
     assert r.returncode == 0, r.stderr
@@ -256,3 +256,15 @@ def test_the_microbatch_flag_takes_auto_and_names_itself_on_bad_input():
     assert r.returncode == 0 and "microbatch_size auto -> " in r.stderr
     r = run_cli("estimate", "--microbatch-size", "many")
     assert r.returncode == 2 and r.stderr.startswith("llmsim: error: --microbatch-size many: parallel.microbatch_size")
+
+
+def test_a_sweeps_constraints_steer_its_auto_microbatch(tmp_path):
+    # llama3-8b on 16 H100 at tp 2, 64 sequences: dp 8, 8 sequences a rank, so microbatch 1, 2, 4 or 8.
+    # Unconstrained the fastest that fits is above 2; under "microbatch_size <= 2" each row takes the fastest
+    # of 1 and 2 and stays feasible (it was refused for the constraint before), and is slower
+    parallel, grid = "tp: 2, pp: 1, microbatch_size: auto", "  parallel.recompute: [selective, full]\n"
+    free = _sweep_csv(tmp_path, parallel, grid)
+    bounded = _sweep_csv(tmp_path, parallel, grid, "constraints: [microbatch_size <= 2]\n")
+    assert (free.microbatch_size > 2).all() and free.infeasible_reason.isna().all()
+    assert (bounded.microbatch_size <= 2).all() and bounded.infeasible_reason.isna().all()
+    assert (bounded.tokens_per_s < free.tokens_per_s).all()

@@ -183,7 +183,8 @@ def _group(ctx: _Context, points, fixed, varied: dict, varied_paths) -> list[row
     n = {k: v for k, v in n.items() if v is not None}
     keep_all = ctx.spec.keep == "all"
     if knobs:
-        ok, reasons, split, engine, inputs = best_of_auto(sc, n, varied, knobs, keep_all)
+        ok, reasons, split, engine, inputs = best_of_auto(sc, n, varied, knobs, keep_all,
+                                                          ctx.constrain if ctx.checks else None)
         return _rows(ctx, points, ok, reasons, split, engine, inputs)
     split, ok, reasons = check_splits(sc, n, varied, keep_all)
     engine, inputs, ok, reasons = modes.of(sc).group(sc, n, varied, split, ok, reasons, keep_all)

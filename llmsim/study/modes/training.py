@@ -89,9 +89,10 @@ def resolve_auto(sc):
         k: int(best[k][0]) for k in choices}))
 
 
-def best_of_auto(sc, n: dict, varied: dict, knobs: tuple[str, ...], explain: bool):
+def best_of_auto(sc, n: dict, varied: dict, knobs: tuple[str, ...], explain: bool, constrain=None):
     """(ok, reasons, split, engine, inputs) of the rows ``n`` as ``_group`` evaluates them, each with its
-    ``auto`` ``knobs`` at the fastest of its own values that fits in memory (the fastest where none fits):
+    ``auto`` ``knobs`` at the fastest of its own values that fits in memory and meets a sweep's constraints
+    (``constrain(columns, reasons)`` marks the repeats that fail them; the fastest of all where none does):
     every row repeated once per combination (``auto.expand``), the repeats checked and timed as one group,
     the best kept (``auto.pick``). ``engine`` returns the kept repeats' columns; a row without a valid
     repeat gets the reason of its first."""
@@ -101,7 +102,12 @@ def best_of_auto(sc, n: dict, varied: dict, knobs: tuple[str, ...], explain: boo
     engine, inputs, ok, reasons = Training().group(sc, nx, vx, split, ok, reasons, explain)
     rows, timed = len(n["tp"]), np.flatnonzero(ok)
     cols = engine(split.take(timed)) if len(timed) else {}
-    chosen = (auto.pick(owner[timed], cols["fits_in_memory"], cols["tokens_per_s"], rows) if len(timed)
+    allowed = np.asarray(cols["fits_in_memory"], dtype=bool) if len(timed) else np.zeros(0, bool)
+    if constrain is not None and len(timed):
+        why = np.full(len(timed), None, dtype=object)
+        constrain(cols, why)
+        allowed = allowed & np.array([w is None for w in why], dtype=bool)
+    chosen = (auto.pick(owner[timed], allowed, cols["tokens_per_s"], rows) if len(timed)
               else np.full(rows, -1))
     good = chosen >= 0
     first = np.searchsorted(owner, np.arange(rows))  # each row's first repeat

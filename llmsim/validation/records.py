@@ -23,7 +23,8 @@ SERVING_DATA = Path(__file__).parent.parent / "data" / "serving_runs.yaml"
 HARDWARE = {"A100-SXM4-80GB": ("a100-sxm-80gb", "dgx-a100"), "A100-SXM4-40GB": ("a100-sxm-40gb", "dgx-a100"),
             "H100-SXM5-80GB": ("h100-sxm", "dgx-h100"), "H200-SXM-141GB": ("h200-sxm", "dgx-h200"),
             "H100": ("h100-sxm", "dgx-h100"), "H200": ("h200-sxm", "dgx-h200"), "B200": ("b200", "dgx-b200"),
-            "GB200": ("gb200", "gb200-nvl72"), "MI300X": ("mi300x", "mi300x-8"),
+            "GB200": ("gb200", "gb200-nvl72"), "MI300X": ("mi300x", "mi300x-8"), "MI325X": ("mi325x", "mi325x-8"),
+            "MI355X": ("mi355x", "mi355x-8"),
             "H100 (SXM, 96GB HBM2e, 500W power limit; Grand Teton)": ("h100-sxm-96gb", "grand-teton-h100"),
             "TPU v6e (Trillium)": ("tpu-v6e", "tpu-v6e-256"), "TPU v5p": ("tpu-v5p", "tpu-v5p-pod")}
 # systems larger than the network preset's last tier: several slices over the data-centre network

@@ -18,14 +18,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from llmsim.validation.records import Skip
+from llmsim.validation.records import Skip, system_of
 
 DATA = Path(__file__).parent.parent / "data" / "serving_runs_2026.yaml"
 METRICS = ("tpot", "ttft", "tput")
-# record's accelerator -> (accelerator preset, network preset)
-HARDWARE = {"H100": ("h100-sxm", "dgx-h100"), "H200": ("h200-sxm", "dgx-h200"), "B200": ("b200", "dgx-b200"),
-            "GB200": ("gb200", "gb200-nvl72"), "MI300X": ("mi300x", "mi300x-8"), "MI325X": ("mi325x", "mi325x-8"),
-            "MI355X": ("mi355x", "mi355x-8")}
 # substring of the record's model id (lower case) -> model preset, first match
 MODELS = (("deepseek-r1", "deepseek-r1"), ("deepseek-v3", "deepseek-v3"), ("gpt-oss-120b", "gpt-oss-120b"),
           ("gpt-oss-20b", "gpt-oss-20b"), ("qwen3-235b", "qwen3-235b-a22b"), ("qwen3-30b", "qwen3-30b-a3b"),
@@ -87,9 +83,7 @@ def scenario_dict(rec: dict) -> tuple[dict, list[str]]:
     model = next((preset for key, preset in MODELS if key in ident), None)
     if model is None:
         raise Skip(f"no model preset for {rec['model'].get('name')}")
-    if str(hw.get("accelerator")) not in HARDWARE:
-        raise Skip(f"no preset for accelerator {hw.get('accelerator')}")
-    acc, net = HARDWARE[str(hw["accelerator"])]
+    acc, net = system_of(rec)
     conc, rate = w.get("concurrency"), w.get("request_rate_per_s")
     if not isinstance(conc, int) and not isinstance(rate, (int, float)):
         raise Skip(f"neither a closed-loop concurrency nor a Poisson rate (concurrency {conc}, rate {rate})")
